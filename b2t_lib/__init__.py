@@ -1,0 +1,23 @@
+"""b2t_lib: the library behind the B2T-connection course.
+
+Public API::
+
+    from b2t_lib import (ModelConfig, EncoderDecoder, LanguageModel, EncoderLayer, DecoderLayer,
+                         VARIANTS, get_scale, seed_everything)
+"""
+from .config import BOS, EOS, PAD, UNK, ConfigError, ModelConfig
+from .generate import beam_search, greedy_search
+from .layers import DecoderLayer, EncoderLayer
+from .model import Decoder, Encoder, EncoderDecoder, LanguageModel
+from .scale import SCALES, ScaleError, get_scale
+from .utils import count_parameters, seed_everything
+from .variants import VARIANTS, StackInfo, Variant, get_variant, register
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BOS", "EOS", "PAD", "UNK", "ConfigError", "ModelConfig", "beam_search", "greedy_search",
+    "DecoderLayer", "EncoderLayer", "Decoder", "Encoder", "EncoderDecoder", "LanguageModel",
+    "SCALES", "ScaleError", "get_scale", "count_parameters", "seed_everything",
+    "VARIANTS", "StackInfo", "Variant", "get_variant", "register",
+]

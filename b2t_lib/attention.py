@@ -1,0 +1,145 @@
+r"""Multi-head attention on ``torch.nn.functional.scaled_dot_product_attention``.
+
+For each head :math:`h` with queries :math:`Q_h = x W^Q_h`, keys :math:`K_h = m W^K_h` and values
+:math:`V_h = m W^V_h` (``m = x`` for self-attention, the encoder output for cross-attention):
+
+.. math::
+    \mathrm{Attn}(x, m) = \mathrm{concat}_h\Big(\mathrm{softmax}\big(\tfrac{Q_h K_h^\top}{\sqrt{d_{head}}} + M\big) V_h\Big) W^O
+
+with :math:`M` the additive mask (``-inf`` at padding keys and, for causal attention, at future keys).
+
+Parameter names follow fairseq (``q_proj``, ``k_proj``, ``v_proj``, ``out_proj``) so fairseq
+checkpoints load unchanged; so does the initialization (methods_spec 3.2): ``xavier_uniform`` with
+gain :math:`1/\sqrt{2}` for q/k/v, plain ``xavier_uniform`` and a zero bias for the output projection.
+
+Two extras:
+
+* an incremental key/value cache (a plain dict per layer) for step-by-step generation;
+* ``score_residual``: RealFormer's residual attention scores (He et al. 2021). When a tensor is passed,
+  the pre-softmax scores are computed explicitly, the previous layer's scores are added, and the new
+  raw scores are returned for the next layer. Without it the fast fused kernel runs and nothing is
+  computed twice.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class MultiheadAttention(nn.Module):
+    def __init__(self, d_model: int, n_heads: int, attention_dropout: float = 0.0, kdim: int | None = None):
+        super().__init__()
+        if d_model % n_heads != 0:
+            raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
+        kdim = kdim or d_model
+        self.d_model, self.n_heads, self.d_head = d_model, n_heads, d_model // n_heads
+        self.attention_dropout = attention_dropout
+        self.q_proj = nn.Linear(d_model, d_model)
+        self.k_proj = nn.Linear(kdim, d_model)
+        self.v_proj = nn.Linear(kdim, d_model)
+        self.out_proj = nn.Linear(d_model, d_model)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        gain = 1 / math.sqrt(2)  # fairseq: q, k, v share one fused-equivalent init
+        for proj in (self.q_proj, self.k_proj, self.v_proj):
+            nn.init.xavier_uniform_(proj.weight, gain=gain)
+        nn.init.xavier_uniform_(self.out_proj.weight)
+        nn.init.zeros_(self.out_proj.bias)
+
+    def _split_heads(self, x: torch.Tensor) -> torch.Tensor:
+        batch, time, _ = x.shape
+        return x.view(batch, time, self.n_heads, self.d_head).transpose(1, 2)  # (batch, heads, time, d_head)
+
+    def forward(
+        self,
+        query: torch.Tensor,
+        key_value: torch.Tensor | None = None,
+        key_padding_mask: torch.Tensor | None = None,
+        causal: bool = False,
+        cache: dict | None = None,
+        static_kv: bool = False,
+        score_residual: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Attend from ``query`` (batch, tgt_time, d_model) to ``key_value`` (batch, src_time, kdim).
+
+        Args:
+            key_value: None for self-attention.
+            key_padding_mask: (batch, src_time), True at padding keys.
+            causal: hide future keys (decoder self-attention).
+            cache: dict for incremental decoding. Self-attention appends this step's keys/values;
+                cross-attention (``static_kv=True``) computes them once and reuses them.
+            score_residual: RealFormer's previous raw scores (batch, heads, tgt_time, src_time), or an
+                empty tensor for the first layer; None turns the residual scores off.
+
+        Returns:
+            (output (batch, tgt_time, d_model), raw scores for the next layer or None).
+        """
+        source = query if key_value is None else key_value
+        q = self._split_heads(self.q_proj(query))  # (batch, heads, tgt_time, d_head)
+
+        if cache is not None and static_kv and "k" in cache:
+            k, v = cache["k"], cache["v"]  # encoder keys/values, computed at the first step
+        else:
+            k = self._split_heads(self.k_proj(source))  # (batch, heads, src_time, d_head)
+            v = self._split_heads(self.v_proj(source))
+            if cache is not None:
+                if not static_kv and "k" in cache:  # append this step to the self-attention history
+                    k = torch.cat([cache["k"], k], dim=2)
+                    v = torch.cat([cache["v"], v], dim=2)
+                cache["k"], cache["v"] = k, v
+
+        tgt_time, src_time = q.shape[2], k.shape[2]
+        # With a cache the new query is the last position: it may see every cached key, so no causal mask.
+        causal = causal and tgt_time > 1
+        dropout_p = self.attention_dropout if self.training else 0.0
+
+        if score_residual is not None:
+            context, scores = self._attend_with_score_residual(
+                q, k, v, key_padding_mask, causal, score_residual, dropout_p
+            )
+        else:
+            mask = None
+            if key_padding_mask is not None:
+                mask = ~key_padding_mask[:, None, None, :]  # (batch, 1, 1, src_time): True = may attend
+                if causal:
+                    mask = mask & _causal_mask(tgt_time, src_time, q.device)
+                    causal = False
+            context = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=causal)
+            scores = None
+
+        batch = query.shape[0]
+        context = context.transpose(1, 2).reshape(batch, tgt_time, self.d_model)  # (batch, tgt_time, d_model)
+        return self.out_proj(context), scores
+
+    def _attend_with_score_residual(self, q, k, v, key_padding_mask, causal, previous, dropout_p):
+        r"""RealFormer (methods_spec 2.4): :math:`S_l = Q K^\top/\sqrt{d_{head}} + S_{l-1}`, softmax over the
+        masked :math:`S_l`; the unmasked :math:`S_l` goes up to the next layer."""
+        scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.d_head)  # (batch, heads, tgt, src)
+        if previous.numel() > 0:
+            scores = scores + previous
+        logits = scores
+        if key_padding_mask is not None:
+            logits = logits.masked_fill(key_padding_mask[:, None, None, :], float("-inf"))
+        if causal:
+            logits = logits.masked_fill(~_causal_mask(q.shape[2], k.shape[2], q.device), float("-inf"))
+        probs = F.dropout(torch.softmax(logits.float(), dim=-1).to(v.dtype), p=dropout_p, training=dropout_p > 0)
+        return torch.matmul(probs, v), scores
+
+
+def _causal_mask(tgt_time: int, src_time: int, device) -> torch.Tensor:
+    """(tgt_time, src_time) boolean mask, True where query i may see key j (j <= i + offset)."""
+    offset = src_time - tgt_time
+    return torch.ones(tgt_time, src_time, dtype=torch.bool, device=device).tril(diagonal=offset)
+
+
+def reorder_cache(cache: dict, order: torch.Tensor) -> None:
+    """Reorder every cached tensor along the batch dimension (beam search keeps the best beams)."""
+    for name, value in cache.items():
+        if isinstance(value, torch.Tensor):
+            cache[name] = value.index_select(0, order)
+        elif isinstance(value, dict):
+            reorder_cache(value, order)

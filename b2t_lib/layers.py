@@ -1,0 +1,150 @@
+r"""Encoder and decoder layers. The sub-layers are built here; how they are wired is the variant's job.
+
+Every sub-layer hands the variant a *branch* :math:`\mathrm{Drop}_p(\mathcal{F}(x))` and its LayerNorm:
+
+* encoder: self-attention, FFN;
+* decoder: causal self-attention, cross-attention (omitted in a language model), FFN.
+
+Dropout sits where fairseq puts it (methods_spec 3.2): :math:`\mathrm{Drop}_p` on each branch output
+(residual dropout), :math:`\mathrm{Drop}_{p_{att}}` on the attention probabilities and
+:math:`\mathrm{Drop}_{p_{act}}` after the ReLU. Parameter names follow fairseq:
+``self_attn``, ``self_attn_layer_norm``, ``encoder_attn``, ``encoder_attn_layer_norm``, ``fc1``,
+``fc2``, ``final_layer_norm``.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .attention import MultiheadAttention
+from .config import ConfigError, check_dropout
+from .variants import StackInfo, SubLayer, get_variant
+
+
+class _Layer(nn.Module):
+    """What encoder and decoder layers share: checks, the FFN, LayerNorms, dropout, variant hooks."""
+
+    def __init__(self, d_model, n_heads, d_ff, variant, num_layers, dropout, attention_dropout,
+                 activation_dropout, stack, b2t_rescale_init, role):
+        super().__init__()
+        if d_model % n_heads != 0:
+            raise ConfigError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
+        if num_layers <= 0:
+            raise ConfigError(f"num_layers must be at least 1, got {num_layers}")
+        for name, p in (("dropout", dropout), ("attention_dropout", attention_dropout),
+                        ("activation_dropout", activation_dropout)):
+            check_dropout(name, p)
+        self.variant = get_variant(variant)
+        if stack is None:
+            stack = StackInfo(role=role, num_layers=num_layers)
+        if b2t_rescale_init:
+            stack.options = {**stack.options, "b2t_rescale_init": True}
+        self.stack, self.d_model, self.dropout = stack, d_model, dropout
+        self.self_attn = MultiheadAttention(d_model, n_heads, attention_dropout)
+
+    def _layer_norm(self) -> nn.Module | None:
+        """A LayerNorm (eps 1e-5, gamma=1, beta=0) when the variant has per-layer norms, else None."""
+        return nn.LayerNorm(self.d_model, eps=1e-5) if self.variant.layer_norm else None
+
+    def _finish(self) -> None:
+        """Called at the end of a subclass's __init__: variant parameters, then variant init."""
+        self.variant.build_layer(self)
+        self.variant.init_layer(self)
+
+    def _residual_dropout(self, y: torch.Tensor) -> torch.Tensor:
+        return F.dropout(y, p=self.dropout, training=self.training)
+
+    def ffn(self, h: torch.Tensor) -> torch.Tensor:
+        r"""FFN(h) = W_2 Drop_{p_act}(ReLU(W_1 h + b_1)) + b_2; fc1/fc2 keep PyTorch's default init (fairseq 0.9)."""
+        hidden = F.relu(self.fc1(h))  # (batch, time, d_ff)
+        hidden = F.dropout(hidden, p=self.activation_dropout, training=self.training)
+        return self.fc2(hidden)  # (batch, time, d_model)
+
+    def _ffn_branch(self):
+        return lambda h: self._residual_dropout(self.ffn(h))
+
+    def _attention_branch(self, attention, state, stream, **kwargs):
+        """Drop(Attn(h)); with a score-residual variant, read and write the layer-to-layer score stream."""
+
+        def branch(h: torch.Tensor) -> torch.Tensor:
+            previous = None
+            if self.variant.score_residual:
+                previous = state.get(stream, h.new_zeros(0)) if state is not None else h.new_zeros(0)
+            out, scores = attention(h, score_residual=previous, **kwargs)
+            if scores is not None and state is not None:
+                state[stream] = scores
+            return self._residual_dropout(out)
+
+        return branch
+
+
+class EncoderLayer(_Layer):
+    """One encoder layer: self-attention and FFN, wired by ``variant``.
+
+    ``forward(x, padding_mask=None)``: x (batch, time, d_model), padding_mask (batch, time) True at padding.
+    """
+
+    def __init__(self, d_model: int, n_heads: int, d_ff: int, variant: str, num_layers: int,
+                 dropout: float = 0.0, attention_dropout: float = 0.0, activation_dropout: float = 0.0,
+                 stack: StackInfo | None = None, b2t_rescale_init: bool = False):
+        super().__init__(d_model, n_heads, d_ff, variant, num_layers, dropout, attention_dropout,
+                         activation_dropout, stack, b2t_rescale_init, role="encoder")
+        self.self_attn_layer_norm = self._layer_norm()
+        self.fc1, self.fc2 = nn.Linear(d_model, d_ff), nn.Linear(d_ff, d_model)
+        self.activation_dropout = activation_dropout
+        self.final_layer_norm = self._layer_norm()
+        self._finish()
+
+    def sublayers(self, padding_mask=None, state=None) -> list[SubLayer]:
+        attention = self._attention_branch(self.self_attn, state, "encoder_self_scores",
+                                           key_padding_mask=padding_mask)
+        return [(attention, self.self_attn_layer_norm), (self._ffn_branch(), self.final_layer_norm)]
+
+    def forward(self, x: torch.Tensor, padding_mask: torch.Tensor | None = None, state: dict | None = None):
+        return self.variant.layer_forward(self, x, self.sublayers(padding_mask, state))
+
+
+class DecoderLayer(_Layer):
+    """One decoder layer: causal self-attention, cross-attention (unless ``cross_attention=False``), FFN.
+
+    ``forward(x, memory=None, memory_padding_mask=None, cache=None)``: x (batch, time, d_model);
+    memory is the encoder output (batch, src_time, d_model). ``cache`` is a dict that makes the layer
+    incremental: x is then only the newest position (batch, 1, d_model).
+    """
+
+    def __init__(self, d_model: int, n_heads: int, d_ff: int, variant: str, num_layers: int,
+                 dropout: float = 0.0, attention_dropout: float = 0.0, activation_dropout: float = 0.0,
+                 cross_attention: bool = True, stack: StackInfo | None = None, b2t_rescale_init: bool = False):
+        super().__init__(d_model, n_heads, d_ff, variant, num_layers, dropout, attention_dropout,
+                         activation_dropout, stack, b2t_rescale_init,
+                         role="decoder" if cross_attention else "lm")
+        self.self_attn_layer_norm = self._layer_norm()
+        self.cross_attention = cross_attention
+        if cross_attention:
+            self.encoder_attn = MultiheadAttention(d_model, n_heads, attention_dropout)
+            self.encoder_attn_layer_norm = self._layer_norm()
+        self.fc1, self.fc2 = nn.Linear(d_model, d_ff), nn.Linear(d_ff, d_model)
+        self.activation_dropout = activation_dropout
+        self.final_layer_norm = self._layer_norm()
+        self._finish()
+
+    def sublayers(self, memory=None, memory_padding_mask=None, cache=None, state=None) -> list[SubLayer]:
+        self_cache = cache.setdefault("self", {}) if cache is not None else None
+        parts = [(self._attention_branch(self.self_attn, state, "decoder_self_scores", causal=True,
+                                         cache=self_cache), self.self_attn_layer_norm)]
+        if self.cross_attention:
+            if memory is None:
+                raise ValueError("this decoder layer has cross-attention: pass the encoder output as `memory`")
+            cross_cache = cache.setdefault("cross", {}) if cache is not None else None
+            parts.append((self._attention_branch(self.encoder_attn, state, "decoder_cross_scores",
+                                                 key_value=memory, key_padding_mask=memory_padding_mask,
+                                                 cache=cross_cache, static_kv=True),
+                          self.encoder_attn_layer_norm))
+        parts.append((self._ffn_branch(), self.final_layer_norm))
+        return parts
+
+    def forward(self, x: torch.Tensor, memory: torch.Tensor | None = None,
+                memory_padding_mask: torch.Tensor | None = None, cache: dict | None = None,
+                state: dict | None = None) -> torch.Tensor:
+        return self.variant.layer_forward(self, x, self.sublayers(memory, memory_padding_mask, cache, state))

@@ -1,0 +1,186 @@
+r"""Stacks and whole models: :class:`Encoder`, :class:`Decoder`, :class:`EncoderDecoder`, :class:`LanguageModel`.
+
+A stack embeds its input (:mod:`b2t_lib.embedding`), applies dropout, runs its layers (the
+variant may change how, e.g. DLCL), and, for Pre-LN only, a final LayerNorm
+(methods_spec 1.4: Post-LN and B2T have none). The decoder ends in the output projection
+:math:`\mathrm{logits} = h E^\top` when embeddings are shared.
+
+Module and parameter names follow fairseq (``encoder.layers.{i}....``, ``encoder.layer_norm``,
+``decoder.embed_tokens``, ...), so :mod:`b2t_lib.fairseq_compat` can load fairseq checkpoints.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .config import ModelConfig
+from .embedding import TokenInput, build_token_embedding
+from .layers import DecoderLayer, EncoderLayer
+from .variants import StackInfo, get_variant
+
+
+def _stack_info(cfg: ModelConfig, role: str, num_layers: int, encoder_layers: int) -> StackInfo:
+    options = {
+        "b2t_rescale_init": cfg.b2t_rescale_init,
+        "deepnet_encoder_beta_factor": cfg.deepnet_encoder_beta_factor,
+        "realformer_running_mean": cfg.realformer_running_mean,
+    }
+    return StackInfo(role=role, num_layers=num_layers, encoder_layers=encoder_layers,
+                     decoder_layers=cfg.decoder_layers, options=options)
+
+
+class Encoder(nn.Module):
+    """Token embedding (or a swapped-in front end), encoder layers, and Pre-LN's final LayerNorm.
+
+    ``forward(src_tokens) -> (out (batch, src_time, d_model), padding_mask (batch, src_time))``.
+    ``self.input`` is the swappable input module: any module called as ``input(src, embed_tokens)``
+    that returns ``(x, padding_mask)`` (a speech front end replaces the token input this way).
+    """
+
+    def __init__(self, cfg: ModelConfig, embed_tokens: nn.Embedding | None):
+        super().__init__()
+        self.variant = get_variant(cfg.variant)
+        self.dropout = cfg.dropout
+        self.embed_tokens = embed_tokens
+        self.input = TokenInput(cfg.d_model, cfg.pad_idx, cfg.word_dropout, keep_first=False)
+        self.stack = _stack_info(cfg, "encoder", cfg.encoder_layers, cfg.encoder_layers)
+        self.layers = nn.ModuleList(
+            EncoderLayer(cfg.d_model, cfg.n_heads, cfg.d_ff, cfg.variant, cfg.encoder_layers, cfg.dropout,
+                         cfg.attention_dropout, cfg.activation_dropout, stack=self.stack)
+            for _ in range(cfg.encoder_layers)
+        )
+        self.layer_norm = nn.LayerNorm(cfg.d_model) if self.variant.final_norm else None
+        self.variant.build_stack(self)
+
+    def forward(self, src_tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        x, padding_mask = self.input(src_tokens, self.embed_tokens)  # (batch, src_time, d_model)
+        x = F.dropout(x, p=self.dropout, training=self.training)
+        state: dict = {}  # what passes from layer to layer (RealFormer's scores)
+        x = self.variant.run_stack(self, x, lambda i, layer, h: layer(h, padding_mask, state))
+        if self.layer_norm is not None:
+            x = self.layer_norm(x)  # Pre-LN only
+        return x, padding_mask
+
+
+class Decoder(nn.Module):
+    """Decoder stack with output projection. ``cross_attention=False`` makes it a language model.
+
+    ``forward(prev_output_tokens, memory=None, memory_padding_mask=None, cache=None)`` returns logits
+    (batch, tgt_time, vocab). With ``cache`` (a dict, filled on the first call) only the newest
+    position is computed and the logits are (batch, 1, vocab).
+    """
+
+    def __init__(self, cfg: ModelConfig, embed_tokens: nn.Embedding, cross_attention: bool = True,
+                 share_input_output: bool = True):
+        super().__init__()
+        self.variant = get_variant(cfg.variant)
+        self.dropout = cfg.dropout
+        self.embed_tokens = embed_tokens
+        self.input = TokenInput(cfg.d_model, cfg.pad_idx, cfg.word_dropout, keep_first=True)
+        role = "decoder" if cross_attention else "lm"
+        self.stack = _stack_info(cfg, role, cfg.decoder_layers, cfg.encoder_layers if cross_attention else 0)
+        self.layers = nn.ModuleList(
+            DecoderLayer(cfg.d_model, cfg.n_heads, cfg.d_ff, cfg.variant, cfg.decoder_layers, cfg.dropout,
+                         cfg.attention_dropout, cfg.activation_dropout, cross_attention=cross_attention,
+                         stack=self.stack)
+            for _ in range(cfg.decoder_layers)
+        )
+        self.layer_norm = nn.LayerNorm(cfg.d_model) if self.variant.final_norm else None
+        self.output_projection = None
+        if not share_input_output:
+            self.output_projection = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+            nn.init.normal_(self.output_projection.weight, mean=0.0, std=cfg.d_model**-0.5)
+        self.variant.build_stack(self)
+
+    def extract_features(self, prev_output_tokens, memory=None, memory_padding_mask=None, cache=None):
+        """The last hidden states (batch, tgt_time, d_model), before the output projection."""
+        x, _ = self.input(prev_output_tokens, self.embed_tokens)  # (batch, tgt_time, d_model)
+        if cache is not None:
+            x = x[:, -1:]  # incremental decoding: earlier positions live in the cache
+        x = F.dropout(x, p=self.dropout, training=self.training)
+        state: dict = {}
+
+        def run_layer(i, layer, h):
+            layer_cache = cache.setdefault(i, {}) if cache is not None else None
+            return layer(h, memory, memory_padding_mask, layer_cache, state)
+
+        x = self.variant.run_stack(self, x, run_layer)
+        if self.layer_norm is not None:
+            x = self.layer_norm(x)  # Pre-LN only
+        return x
+
+    def output_layer(self, features: torch.Tensor) -> torch.Tensor:
+        weight = self.embed_tokens.weight if self.output_projection is None else self.output_projection.weight
+        return F.linear(features, weight)  # (batch, tgt_time, vocab)
+
+    def forward(self, prev_output_tokens, memory=None, memory_padding_mask=None, cache=None):
+        return self.output_layer(self.extract_features(prev_output_tokens, memory, memory_padding_mask, cache))
+
+
+class _Model(nn.Module):
+    def _finish_init(self) -> None:
+        self.variant.init_model(self)
+        if self.cfg.init_scale != 1.0:
+            scale_initial_weights(self, self.cfg.init_scale)
+
+    def check_tokens(self, tokens: torch.Tensor, name: str) -> None:
+        """Token ids outside [0, vocab_size) would index garbage on a GPU: refuse them with a clear error."""
+        if tokens.dtype not in (torch.int64, torch.int32):
+            raise TypeError(f"{name} must hold integer token ids, got dtype {tokens.dtype}")
+        if tokens.numel():
+            low, high = torch.aminmax(tokens)
+            if int(low) < 0 or int(high) >= self.cfg.vocab_size:
+                raise ValueError(f"{name} holds token ids in [{int(low)}, {int(high)}], outside the vocabulary "
+                                 f"[0, {self.cfg.vocab_size}); check the dictionary and vocab_size")
+
+    def prepare_for_training(self, batch: dict) -> bool:
+        """Call once when training starts from scratch (Admin profiles here); a no-op for most variants."""
+        return self.variant.prepare_for_training(self, batch)
+
+
+class EncoderDecoder(_Model):
+    """Transformer encoder-decoder. ``forward(src_tokens, prev_output_tokens) -> logits (batch, tgt_time, vocab)``."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        cfg.validate()
+        self.cfg, self.variant = cfg, get_variant(cfg.variant)
+        encoder_embed = build_token_embedding(cfg.vocab_size, cfg.d_model, cfg.pad_idx)
+        decoder_embed = encoder_embed if cfg.share_embeddings else build_token_embedding(
+            cfg.vocab_size, cfg.d_model, cfg.pad_idx)
+        self.encoder = Encoder(cfg, encoder_embed)
+        self.decoder = Decoder(cfg, decoder_embed, cross_attention=True,
+                               share_input_output=cfg.share_embeddings or cfg.share_decoder_io)
+        self._finish_init()
+
+    def forward(self, src_tokens: torch.Tensor, prev_output_tokens: torch.Tensor) -> torch.Tensor:
+        self.check_tokens(src_tokens, "src_tokens")
+        self.check_tokens(prev_output_tokens, "prev_output_tokens")
+        memory, memory_padding_mask = self.encoder(src_tokens)  # (batch, src_time, d_model)
+        return self.decoder(prev_output_tokens, memory, memory_padding_mask)
+
+
+class LanguageModel(_Model):
+    """Decoder-only Transformer (no cross-attention). ``forward(tokens) -> logits (batch, time, vocab)``."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        cfg.validate()
+        self.cfg, self.variant = cfg, get_variant(cfg.variant)
+        embed = build_token_embedding(cfg.vocab_size, cfg.d_model, cfg.pad_idx)
+        self.decoder = Decoder(cfg, embed, cross_attention=False, share_input_output=cfg.share_decoder_io)
+        self._finish_init()
+
+    def forward(self, tokens: torch.Tensor, cache: dict | None = None) -> torch.Tensor:
+        self.check_tokens(tokens, "tokens")
+        return self.decoder(tokens, cache=cache)
+
+
+def scale_initial_weights(model: nn.Module, factor: float) -> None:
+    """Appendix C: multiply the initial weight matrices of every linear layer (not embeddings, not
+    LayerNorms, not biases) by ``factor`` (0.1 for the 100L-100L recipe)."""
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, nn.Linear) and module is not getattr(model.decoder, "output_projection", None):
+                module.weight.mul_(factor)

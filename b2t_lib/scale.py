@@ -1,0 +1,41 @@
+"""The one scale switch: ``B2T_SCALE`` = ``tiny`` | ``small`` | ``full``.
+
+* ``tiny``  - CPU, seconds to minutes, synthetic data. What the tests and ``make test`` run.
+* ``small`` - one CUDA GPU, real data (a subset), hours.
+* ``full``  - the paper's configuration, several GPUs through ``torchrun``.
+
+Everything that depends on the scale reads it through :func:`get_scale`; nothing else looks at
+the environment variable.
+"""
+from __future__ import annotations
+
+import os
+
+SCALES = ("tiny", "small", "full")
+ENV_VAR = "B2T_SCALE"
+
+
+class ScaleError(RuntimeError):
+    """The requested scale is unknown or cannot run on this machine."""
+
+
+def get_scale(require_hardware: bool = True) -> str:
+    """Return the scale selected by ``B2T_SCALE`` (default ``tiny``).
+
+    ``small`` and ``full`` need a CUDA device; asking for them without one raises instead of
+    starting a run that cannot finish. Pass ``require_hardware=False`` to only read the value
+    (for example to print the command a GPU machine would run).
+    """
+    scale = os.environ.get(ENV_VAR, "tiny").strip().lower() or "tiny"
+    if scale not in SCALES:
+        raise ScaleError(f"{ENV_VAR}={scale!r} is not a scale; valid values are: {', '.join(SCALES)}")
+    if require_hardware and scale != "tiny":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise ScaleError(
+                f"{ENV_VAR}={scale} needs a CUDA GPU (small: one GPU for hours, full: several GPUs "
+                f"through torchrun), and this machine has none. Unset {ENV_VAR} or set it to 'tiny' "
+                f"to run the CPU version."
+            )
+    return scale
