@@ -63,6 +63,7 @@ class MultiheadAttention(nn.Module):
         cache: dict | None = None,
         static_kv: bool = False,
         score_residual: torch.Tensor | None = None,
+        score_divisor: float = 1.0,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Attend from ``query`` (batch, tgt_time, d_model) to ``key_value`` (batch, src_time, kdim).
 
@@ -74,6 +75,8 @@ class MultiheadAttention(nn.Module):
                 cross-attention (``static_kv=True``) computes them once and reuses them.
             score_residual: RealFormer's previous raw scores (batch, heads, tgt_time, src_time), or an
                 empty tensor for the first layer; None turns the residual scores off.
+            score_divisor: with ``score_residual``, divide the summed scores by this before the
+                softmax (RealFormer's running mean: the number of layers summed so far).
 
         Returns:
             (output (batch, tgt_time, d_model), raw scores for the next layer or None).
@@ -99,7 +102,7 @@ class MultiheadAttention(nn.Module):
 
         if score_residual is not None:
             context, scores = self._attend_with_score_residual(
-                q, k, v, key_padding_mask, causal, score_residual, dropout_p
+                q, k, v, key_padding_mask, causal, score_residual, dropout_p, score_divisor
             )
         else:
             mask = None
@@ -115,13 +118,14 @@ class MultiheadAttention(nn.Module):
         context = context.transpose(1, 2).reshape(batch, tgt_time, self.d_model)  # (batch, tgt_time, d_model)
         return self.out_proj(context), scores
 
-    def _attend_with_score_residual(self, q, k, v, key_padding_mask, causal, previous, dropout_p):
+    def _attend_with_score_residual(self, q, k, v, key_padding_mask, causal, previous, dropout_p, divisor=1.0):
         r"""RealFormer (methods_spec 2.4): :math:`S_l = Q K^\top/\sqrt{d_{head}} + S_{l-1}`, softmax over the
-        masked :math:`S_l`; the unmasked :math:`S_l` goes up to the next layer."""
+        masked :math:`S_l` (divided by ``divisor`` for the running-mean option); the unmasked
+        :math:`S_l` goes up to the next layer."""
         scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.d_head)  # (batch, heads, tgt, src)
         if previous.numel() > 0:
             scores = scores + previous
-        logits = scores
+        logits = scores / divisor if divisor != 1.0 else scores
         if key_padding_mask is not None:
             logits = logits.masked_fill(key_padding_mask[:, None, None, :], float("-inf"))
         if causal:

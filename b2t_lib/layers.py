@@ -68,10 +68,15 @@ class _Layer(nn.Module):
         """Drop(Attn(h)); with a score-residual variant, read and write the layer-to-layer score stream."""
 
         def branch(h: torch.Tensor) -> torch.Tensor:
-            previous = None
+            previous, divisor = None, 1.0
             if self.variant.score_residual:
                 previous = state.get(stream, h.new_zeros(0)) if state is not None else h.new_zeros(0)
-            out, scores = attention(h, score_residual=previous, **kwargs)
+                depth = (state.get(stream + "_depth", 0) if state is not None else 0) + 1
+                if state is not None:
+                    state[stream + "_depth"] = depth  # layers of this attention type summed so far
+                if self.stack.options.get("realformer_running_mean", False):
+                    divisor = float(depth)  # RealFormer's running mean: softmax(S_l / l)
+            out, scores = attention(h, score_residual=previous, score_divisor=divisor, **kwargs)
             if scores is not None and state is not None:
                 state[stream] = scores
             return self._residual_dropout(out)

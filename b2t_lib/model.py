@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .config import ModelConfig
+from .config import ConfigError, ModelConfig
 from .embedding import TokenInput, build_token_embedding
 from .layers import DecoderLayer, EncoderLayer
 from .variants import StackInfo, get_variant
@@ -145,6 +145,9 @@ class EncoderDecoder(_Model):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         cfg.validate()
+        if cfg.encoder_layers < 1:
+            raise ConfigError("an EncoderDecoder needs at least one encoder layer; use LanguageModel for a "
+                              "decoder-only model")
         self.cfg, self.variant = cfg, get_variant(cfg.variant)
         encoder_embed = build_token_embedding(cfg.vocab_size, cfg.d_model, cfg.pad_idx)
         decoder_embed = encoder_embed if cfg.share_embeddings else build_token_embedding(

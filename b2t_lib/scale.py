@@ -39,3 +39,19 @@ def get_scale(require_hardware: bool = True) -> str:
                 f"to run the CPU version."
             )
     return scale
+
+
+def detect_scale() -> str:
+    """The scale this machine allows when ``B2T_SCALE`` is not set: ``small`` with a CUDA GPU, else ``tiny``.
+
+    ``full`` is never chosen automatically: it needs several GPUs and days; ask for it explicitly.
+    """
+    if os.environ.get(ENV_VAR):
+        return get_scale()
+    import torch
+
+    return "small" if torch.cuda.is_available() else "tiny"
+
+
+if __name__ == "__main__":  # `python -m b2t_lib.scale` prints the scale `make course` will use
+    print(detect_scale())

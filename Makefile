@@ -1,0 +1,54 @@
+# b2t-course: every target sets up what it needs (a .venv with the package and its extras, idempotent).
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
+NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg
+
+.PHONY: setup test unit-tests course lab notebooks clean help
+
+help:
+	@echo "make course     run every notebook at the scale this machine allows; notebooks + figures under build/"
+	@echo "make test       unit tests (tests/) and strict nbval on every notebook, at the tiny scale"
+	@echo "make lab        JupyterLab on the course"
+	@echo "make notebooks  re-execute the notebooks in place at the tiny scale (refresh their stored outputs)"
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e ".[test]"
+	@touch $(STAMP)
+
+setup: $(STAMP)
+
+test: $(STAMP)
+	B2T_SCALE=tiny $(BIN)/python -m pytest $(NBVAL) tests notebooks
+
+unit-tests: $(STAMP)
+	B2T_SCALE=tiny $(BIN)/python -m pytest tests
+
+course: $(STAMP)
+	@mkdir -p build/notebooks build/figures
+	@scale=$$(B2T_SCALE=$(B2T_SCALE) $(BIN)/python -m b2t_lib.scale) && echo "course scale: $$scale" && \
+	for nb in $(NOTEBOOKS); do \
+	  echo "== $$nb"; \
+	  B2T_SCALE=$$scale B2T_FIGURE_DIR=$(CURDIR)/build/figures TQDM_DISABLE=1 \
+	  $(BIN)/jupyter nbconvert --to notebook --execute --ExecutePreprocessor.timeout=-1 \
+	    --output-dir build/notebooks $$nb || exit 1; \
+	done
+	@echo "executed notebooks: build/notebooks/   figures: build/figures/"
+	@ls build/figures
+
+lab: $(STAMP)
+	$(BIN)/jupyter lab notebooks
+
+notebooks: $(STAMP)
+	@for nb in $(NOTEBOOKS); do \
+	  echo "== $$nb"; \
+	  B2T_SCALE=tiny TQDM_DISABLE=1 $(BIN)/jupyter nbconvert --to notebook --execute --inplace \
+	    --ExecutePreprocessor.timeout=-1 $$nb || exit 1; \
+	done
+
+clean:
+	rm -rf build
