@@ -1,0 +1,83 @@
+"""Memory-mapped ragged arrays: many variable-length sequences in two ``.npy`` files.
+
+A split with sentences :math:`x^{(0)}, \\dots, x^{(n-1)}` is stored as
+
+* ``<name>.npy``: all items concatenated, :math:`x^{(0)} \\Vert x^{(1)} \\Vert \\dots` (token ids as
+  ``uint16`` when the vocabulary fits, else ``int32``; or UTF-8 bytes for raw text);
+* ``<name>.offsets.npy``: ``int64`` offsets :math:`o` with :math:`x^{(i)} = \\text{data}[o_i:o_{i+1}]`.
+
+Both are opened with ``np.load(mmap_mode="r")``: the operating system pages in only the rows a
+batch touches, so a 4.5M-sentence training set costs no RAM up front, and ``.npy`` headers make a
+truncated file fail loudly on open instead of returning garbage.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable, Iterable
+
+import numpy as np
+
+
+def token_dtype(vocab_size: int) -> np.dtype:
+    return np.dtype(np.uint16) if vocab_size <= np.iinfo(np.uint16).max + 1 else np.dtype(np.int32)
+
+
+def write_ragged(rows: Callable[[], Iterable[np.ndarray | list[int] | bytes]], lengths: np.ndarray,
+                 data_path: Path, offsets_path: Path, dtype: np.dtype) -> None:
+    """Write rows of known ``lengths`` without holding them all in memory.
+
+    ``rows`` is called once and must yield exactly ``len(lengths)`` rows of those lengths; the
+    data file is pre-allocated from the lengths and filled row by row.
+    """
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    # Written by file object, not by name: np.save would append '.npy' to temporary names.
+    with open(offsets_path, "wb") as f:
+        np.save(f, offsets)
+    total = int(offsets[-1])
+    data = np.lib.format.open_memmap(data_path, mode="w+", dtype=dtype, shape=(total,)) if total else None
+    count = 0
+    for i, row in enumerate(rows()):
+        if i >= len(lengths):
+            raise ValueError(f"more rows than the {len(lengths)} announced")
+        row = np.frombuffer(row, dtype=np.uint8) if isinstance(row, bytes) else np.asarray(row, dtype=dtype)
+        if len(row) != lengths[i]:
+            raise ValueError(f"row {i} has length {len(row)}, announced {lengths[i]}")
+        if total:
+            data[offsets[i]:offsets[i + 1]] = row
+        count += 1
+    if count != len(lengths):
+        raise ValueError(f"got {count} rows, announced {len(lengths)}")
+    if data is not None:
+        data.flush()
+        del data
+    else:  # an empty memmap cannot be created; an empty array says the same
+        with open(data_path, "wb") as f:
+            np.save(f, np.zeros(0, dtype=dtype))
+
+
+class RaggedArray:
+    """Read side of :func:`write_ragged`: ``len(a)``, ``a[i]`` -> 1-D numpy view, ``a.sizes``."""
+
+    def __init__(self, data_path: Path, offsets_path: Path) -> None:
+        try:
+            self.data = np.load(data_path, mmap_mode="r")
+            self.offsets = np.load(offsets_path, mmap_mode="r")
+        except (ValueError, OSError, EOFError) as error:
+            raise ValueError(f"cannot open {data_path} / {offsets_path} ({error}); the files are "
+                             f"damaged: re-run the data preparation to rebuild them") from error
+        if len(self.offsets) == 0 or int(self.offsets[-1]) != len(self.data):
+            raise ValueError(f"{offsets_path} does not match {data_path}; re-run the data preparation")
+        self.sizes = np.diff(self.offsets).astype(np.int64)
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def __getitem__(self, i: int) -> np.ndarray:
+        if not 0 <= i < len(self):
+            raise IndexError(f"index {i} out of range for {len(self)} rows")
+        return self.data[self.offsets[i]:self.offsets[i + 1]]
+
+    def text(self, i: int) -> str:
+        """Row ``i`` decoded as UTF-8 (for arrays that store raw text bytes)."""
+        return bytes(self[i]).decode("utf-8")

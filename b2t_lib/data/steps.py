@@ -1,0 +1,161 @@
+"""Restartable pipeline steps: atomic outputs, checksums and step records.
+
+Every step of the data pipeline follows one protocol, so that an interrupted or corrupted run is
+detected and rebuilt, never used:
+
+1. the step writes each output to a temporary name next to its final name;
+2. only when all outputs are complete are they renamed into place (``os.replace`` is atomic);
+3. then, *last*, a record ``work/steps/<step>.json`` is written (itself atomically) with the
+   step's parameters, the digests of its inputs and the size and digest of every output.
+
+On the next run a step is skipped only if its record exists, its parameters and input digests
+are the same, and every output still has the recorded size and digest. A truncated file fails
+the size check, a file changed in place fails the digest check, a crash before step 3 leaves no
+record; in all three cases the step runs again (and so does every step after it, because its
+inputs' digests changed or its record is gone).
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Callable, Iterator
+
+log = logging.getLogger("b2t_lib.data")
+
+_DIGEST_CACHE: dict[tuple, str] = {}
+
+
+def clear_digest_cache() -> None:
+    """Forget cached digests (called at the start of every pipeline run and every load)."""
+    _DIGEST_CACHE.clear()
+
+
+def file_digest(path: str | Path) -> str:
+    """BLAKE2b (128-bit) hex digest of a file's bytes.
+
+    Cached per (path, size, mtime, inode) within one run, so a file written by one step and read
+    by the next is hashed once; :func:`clear_digest_cache` starts every run afresh.
+    """
+    path = Path(path)
+    st = path.stat()
+    key = (str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
+    if key not in _DIGEST_CACHE:
+        h = hashlib.blake2b(digest_size=16)
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+        _DIGEST_CACHE[key] = h.hexdigest()
+    return _DIGEST_CACHE[key]
+
+
+def describe_file(path: Path) -> dict:
+    return {"size": path.stat().st_size, "digest": file_digest(path)}
+
+
+def file_problem(path: Path, expected: dict, *, check_digest: bool = True) -> str | None:
+    """Why ``path`` does not match its record (``None`` if it does)."""
+    if not path.is_file():
+        return f"{path} is missing"
+    size = path.stat().st_size
+    if size != expected["size"]:
+        return f"{path} has {size} bytes, the record says {expected['size']} (truncated or partial write)"
+    if check_digest and file_digest(path) != expected["digest"]:
+        return f"{path} has changed since it was written (checksum mismatch)"
+    return None
+
+
+def write_json_atomic(path: Path, value: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(value, f, indent=1, sort_keys=True)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def read_json(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (FileNotFoundError, json.JSONDecodeError, UnicodeDecodeError):
+        return None
+
+
+@contextlib.contextmanager
+def atomic_outputs(paths: list[Path]) -> Iterator[list[Path]]:
+    """Yield temporary paths; rename them onto ``paths`` only if the block finishes."""
+    tmps = [p.with_name(f"{p.name}.tmp-{os.getpid()}") for p in paths]
+    for p in paths:
+        p.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        yield tmps
+        for tmp, p in zip(tmps, paths):
+            if not tmp.is_file():
+                raise RuntimeError(f"the step did not write {p.name}; this is a bug in the step")
+            with open(tmp, "rb+") as f:
+                os.fsync(f.fileno())
+        for tmp, p in zip(tmps, paths):
+            os.replace(tmp, p)
+    finally:
+        for tmp in tmps:
+            tmp.unlink(missing_ok=True)
+
+
+class StepRunner:
+    """Runs named steps under ``work_dir/steps`` with the skip-or-rebuild protocol above."""
+
+    def __init__(self, root: Path, work_dir: Path) -> None:
+        self.root = root
+        self.records = work_dir / "steps"
+        self.ran: list[str] = []       # names of steps that ran in this process (tests, logs)
+        self.skipped: list[str] = []
+
+    def _rel(self, path: Path) -> str:
+        return os.path.relpath(path, self.root)
+
+    def is_done(self, name: str, params: dict, inputs: list[Path], outputs: list[Path]) -> bool:
+        record = read_json(self.records / f"{name}.json")
+        if record is None:
+            return False
+        if record.get("params") != params:
+            log.info("step %s: parameters changed, rebuilding", name)
+            return False
+        if record.get("inputs") != {self._rel(p): file_digest(p) for p in inputs}:
+            log.info("step %s: inputs changed, rebuilding", name)
+            return False
+        recorded = record.get("outputs", {})
+        if set(recorded) != {self._rel(p) for p in outputs}:
+            return False
+        for p in outputs:
+            problem = file_problem(p, recorded[self._rel(p)])
+            if problem:
+                log.warning("step %s: %s; rebuilding", name, problem)
+                return False
+        return True
+
+    def run(self, name: str, params: dict, inputs: list[Path], outputs: list[Path],
+            build: Callable[[list[Path]], None]) -> None:
+        """Skip step ``name`` if done; else call ``build(tmp_outputs)`` and record the result."""
+        missing = [p for p in inputs if not p.is_file()]
+        if missing:
+            raise FileNotFoundError(f"step {name} needs {missing[0]}, which does not exist")
+        if self.is_done(name, params, inputs, outputs):
+            log.info("step %s: up to date, skipping", name)
+            self.skipped.append(name)
+            return
+        record_path = self.records / f"{name}.json"
+        record_path.unlink(missing_ok=True)
+        log.info("step %s: running", name)
+        with atomic_outputs(outputs) as tmps:
+            build(tmps)
+        record = {
+            "params": params,
+            "inputs": {self._rel(p): file_digest(p) for p in inputs},
+            "outputs": {self._rel(p): describe_file(p) for p in outputs},
+        }
+        write_json_atomic(record_path, record)
+        self.ran.append(name)
