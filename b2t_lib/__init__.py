@@ -12,6 +12,7 @@ from .model import Decoder, Encoder, EncoderDecoder, LanguageModel
 from .scale import SCALES, ScaleError, get_scale
 from .utils import count_parameters, seed_everything
 from .variants import VARIANTS, StackInfo, Variant, get_variant, register
+from . import baselines  # registers the baseline variants
 
 __version__ = "0.1.0"
 

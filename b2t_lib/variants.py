@@ -51,6 +51,7 @@ class Variant:
     layer_norm: bool = True  # layers own LayerNorms (self_attn_layer_norm, ..., final_layer_norm)
     final_norm: bool = False  # the stack has a final LayerNorm (encoder.layer_norm / decoder.layer_norm)
     score_residual: bool = False  # attention passes raw scores from layer to layer (RealFormer)
+    recipe: str = ""  # a training recipe of b2t_lib.presets the method needs (T-Fixup: "tfixup"), or ""
 
     def layer_forward(self, layer: nn.Module, x: torch.Tensor, sublayers: list[SubLayer]) -> torch.Tensor:
         raise NotImplementedError

@@ -126,7 +126,7 @@ def test_only_pre_ln_has_a_final_stack_layer_norm():
 
 
 @pytest.mark.parametrize("overrides, message", [
-    ({"variant": "postln"}, "known variants are: b2t"),
+    ({"variant": "postln"}, "known variants are: admin, b2t, b2t_no_ln"),
     ({"d_model": 18, "n_heads": 4}, "not divisible"),
     ({"dropout": -0.1}, "dropout must lie in [0, 1)"),
     ({"attention_dropout": 1.0}, "attention_dropout must lie in [0, 1)"),

@@ -1,0 +1,26 @@
+"""Measurements behind the paper's analysis figures, as plain data for plots and asserts.
+
+* :mod:`.layer_gradients` - gradient norm per layer (Figure 3)
+* :mod:`.residual_path`   - gradient norm at each point inside one layer (Figures 4 and 7)
+* :mod:`.similarity`      - cosine similarity between layer outputs (Figure 5)
+* :mod:`.jacobians`       - LayerNorm Jacobian in closed form; Eq. 3, 4 and 8 against autograd
+* :mod:`.profiles`, :mod:`.batches` - fresh models and the fixed random batch they are measured on
+"""
+from .batches import random_translation_batch
+from .forward import model_loss
+from .jacobians import (FinalSumJacobians, final_sum_jacobians, jacobian, layer_norm_jacobian, layer_norm_std,
+                        module_layer_norm_jacobian, post_ln_jacobian, pre_ln_jacobian)
+from .layer_gradients import LayerGradientNorms, layer_gradient_norms
+from .profiles import DEFAULT_BATCH, default_batch, init_gradient_profile, init_model
+from .residual_path import ResidualPathGradients, residual_path_gradients
+from .similarity import LayerSimilarity, layer_output_similarity
+
+__all__ = [
+    "random_translation_batch", "model_loss",
+    "FinalSumJacobians", "final_sum_jacobians", "jacobian", "layer_norm_jacobian", "layer_norm_std",
+    "module_layer_norm_jacobian", "post_ln_jacobian", "pre_ln_jacobian",
+    "LayerGradientNorms", "layer_gradient_norms",
+    "DEFAULT_BATCH", "default_batch", "init_gradient_profile", "init_model",
+    "ResidualPathGradients", "residual_path_gradients",
+    "LayerSimilarity", "layer_output_similarity",
+]

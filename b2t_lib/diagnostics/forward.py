@@ -1,0 +1,63 @@
+r"""Run a model on a diagnostic batch and return the loss the trainer would back-propagate.
+
+The loss is fairseq's label-smoothed cross entropy (methods_spec 3.3) *per target token*:
+
+.. math::
+    \mathcal{L} = \frac{1}{|\{t: y_t \ne \mathrm{pad}\}|}\sum_{t:\,y_t\ne\mathrm{pad}}
+    \Big[(1-\epsilon)(-\log p(y_t)) + \frac{\epsilon}{V}\sum_v -\log p(v)\Big]
+
+Dividing by the number of target tokens is what fairseq does to the gradients before the
+optimizer sees them, so gradient norms measured here are on the trainer's scale and do not grow
+with the batch size.
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+def model_loss(model: nn.Module, batch: dict, label_smoothing: float = 0.1) -> torch.Tensor:
+    """Per-token label-smoothed loss of ``model`` on ``batch`` (a 0-dim tensor with a graph).
+
+    ``batch`` holds ``prev_output_tokens`` and ``target`` (batch, tgt_time), and ``src_tokens``
+    (batch, src_time) for an encoder-decoder; a decoder-only model (``model.encoder`` absent)
+    reads ``prev_output_tokens`` only.
+    """
+    from ..train.loss import label_smoothed_nll_loss  # the trainer's loss, not a second copy
+
+    missing = [key for key in ("prev_output_tokens", "target") if key not in batch]
+    if hasattr(model, "encoder") and "src_tokens" not in batch:
+        missing.append("src_tokens")
+    if missing:
+        raise KeyError(f"the batch lacks {', '.join(missing)}; build one with "
+                       f"b2t_lib.diagnostics.random_translation_batch or the trainer's collate")
+    if hasattr(model, "encoder"):
+        logits = model(batch["src_tokens"], batch["prev_output_tokens"])  # (batch, tgt_time, vocab)
+    else:
+        logits = model(batch["prev_output_tokens"])
+    out = label_smoothed_nll_loss(logits, batch["target"], label_smoothing)
+    if int(out.ntokens) == 0:
+        raise ValueError("the batch has no non-padding target token, so its loss has no gradient")
+    return out.loss / out.ntokens
+
+
+def stacks_of(model: nn.Module) -> dict[str, nn.Module]:
+    """The model's layer stacks by role: ``{"encoder": ..., "decoder": ...}`` (no encoder in an LM)."""
+    stacks = {}
+    for name in ("encoder", "decoder"):
+        stack = getattr(model, name, None)
+        if stack is not None and len(getattr(stack, "layers", ())) > 0:
+            stacks[name] = stack
+    return stacks
+
+
+def layer_of(model: nn.Module, stack: str, layer_index: int) -> nn.Module:
+    """``model.<stack>.layers[layer_index]`` (negative indices count from the top), with clear errors."""
+    stacks = stacks_of(model)
+    if stack not in stacks:
+        raise ValueError(f"the model has no {stack!r} stack; it has: {', '.join(stacks) or 'none'}")
+    layers = stacks[stack].layers
+    if not -len(layers) <= layer_index < len(layers):
+        raise IndexError(f"layer_index={layer_index} is outside the {len(layers)} {stack} layers "
+                         f"(use 0..{len(layers) - 1}, or -1 for the top layer)")
+    return layers[layer_index]

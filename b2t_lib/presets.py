@@ -1,0 +1,197 @@
+"""The one set of hyper-parameter presets: ``preset(task, scale)`` for every task and scale.
+
+Every option of ``python -m b2t_lib train`` takes its default from here, so the paper's recipe
+lives in one place:
+
+* ``full``  - the paper's Appendix A (Table 6) and the official README (methods_spec 1.8, 3.3-3.5):
+  Adam (0.9, 0.98), eps 1e-8, peak lr 1e-3, inverse-sqrt schedule with warmup from 1e-7,
+  label smoothing 0.1, weight decay 0. The paper's batch (e.g. 3584 tokens x 128 GPU-steps for
+  MT, about 459K tokens per update) is kept through ``tokens_per_update``: on fewer GPUs the
+  trainer accumulates gradients (``update_freq``) until one update holds as many tokens.
+* ``small`` - the same architectures on one GPU with a smaller batch and fewer updates (hours).
+* ``tiny``  - CPU-sized models on the synthetic task, minutes on two cores (tests, CI, notebooks).
+
+Named *recipes* are overrides applied on top of a preset (``--recipe deep100``: Appendix C).
+Precedence: preset < recipe < options given explicitly on the command line.
+"""
+from __future__ import annotations
+
+import copy
+
+from .scale import SCALES
+
+TASKS = ("mt", "summarization", "lm", "asr")
+
+# Shared by every task and scale (Table 6 and methods_spec 3.3): the optimizer and the loss.
+_COMMON = dict(
+    lr=1e-3,
+    lr_scheduler="inverse_sqrt",
+    warmup_init_lr=1e-7,
+    decay_period=4000,
+    adam_beta1=0.9,
+    adam_beta2=0.98,
+    adam_eps=1e-8,
+    weight_decay=0.0,
+    label_smoothing=0.1,
+    clip_norm=0.0,
+    update_freq=1,
+    tokens_per_update=0,
+    variant="b2t",
+    attention_dropout=0.0,
+    activation_dropout=0.0,
+    word_dropout=0.0,
+    init_scale=1.0,
+    b2t_rescale_init=False,
+    share_embeddings=True,
+    seed=1,
+    beam=4,
+    lenpen=0.6,
+    lenpen_other=1.0,
+    max_len_a=1.2,
+    max_len_b=10,
+    average_last=10,
+    keep_last=10,
+    divergence_factor=1.5,
+    divergence_patience=200,
+)
+
+# Transformer-base dimensions (Table 6, columns MT / summarization / ASR).
+_BASE = dict(d_model=512, n_heads=8, d_ff=2048)
+
+_PRESETS: dict[tuple[str, str], dict] = {
+    # ---------------------------------------------------------------- machine translation
+    ("mt", "full"): dict(
+        _BASE, encoder_layers=6, decoder_layers=6, dropout=0.3,
+        warmup_updates=4000, max_update=50000, max_tokens=3584,
+        tokens_per_update=3584 * 128,          # 8 GPUs x update-freq 16 in the README: ~459K tokens
+        data="data/wmt14_en_de", eval_batch_size=128,
+        log_interval=100, valid_interval=1000, save_interval=1000, threads=0,
+    ),
+    ("mt", "small"): dict(
+        _BASE, encoder_layers=6, decoder_layers=6, dropout=0.3,
+        warmup_updates=4000, max_update=20000, max_tokens=8192,
+        tokens_per_update=65536,               # 1/7 of the paper's batch, one GPU
+        data="data/wmt14_en_de_1m", eval_batch_size=128,
+        log_interval=100, valid_interval=1000, save_interval=1000, threads=0,
+    ),
+    ("mt", "tiny"): dict(
+        # Tuned so that 6L-6L B2T reaches test BLEU >= 50 on the synthetic task within a few
+        # minutes on 2 CPU cores (see benchmarks/RESULTS.md for the measurement).
+        d_model=64, n_heads=4, d_ff=256, encoder_layers=6, decoder_layers=6, dropout=0.1,
+        lr=2e-3, warmup_updates=150, max_update=1000, max_tokens=1024,
+        data="data/synthetic_mt", synthetic_train_pairs=20000, eval_batch_size=250,
+        average_last=1, keep_last=2, divergence_patience=50,
+        log_interval=10, valid_interval=250, save_interval=500, threads=1,
+    ),
+    # ---------------------------------------------------------------- summarization (Table 6 col. 2)
+    ("summarization", "full"): dict(
+        _BASE, encoder_layers=6, decoder_layers=6, dropout=0.3,
+        warmup_updates=4000, max_update=50000, max_tokens=3584,
+        tokens_per_update=3584 * 128,          # not stated in the paper; MT's batch
+        data="data/gigaword", eval_batch_size=128, lenpen=1.0,
+        log_interval=100, valid_interval=1000, save_interval=1000, threads=0,
+    ),
+    ("summarization", "small"): dict(
+        _BASE, encoder_layers=6, decoder_layers=6, dropout=0.3,
+        warmup_updates=4000, max_update=20000, max_tokens=8192, tokens_per_update=65536,
+        data="data/gigaword_small", eval_batch_size=128, lenpen=1.0,
+        log_interval=100, valid_interval=1000, save_interval=1000, threads=0,
+    ),
+    ("summarization", "tiny"): dict(
+        d_model=64, n_heads=4, d_ff=256, encoder_layers=6, decoder_layers=6, dropout=0.1,
+        lr=2e-3, warmup_updates=100, max_update=1200, max_tokens=1024,
+        data="data/synthetic_summarization", synthetic_train_pairs=20000, eval_batch_size=256,
+        lenpen=1.0, average_last=1, keep_last=2, divergence_patience=50,
+        log_interval=10, valid_interval=200, save_interval=400, threads=2,
+    ),
+    # ---------------------------------------------------------------- language model (Table 6 col. 3)
+    # Adaptive-input Transformer of Baevski & Auli (methods_spec 3.4): d 1024, FFN 4096, 8 heads,
+    # dropout 0.3 / 0.1 / 0.1; 6L and 16L (Table 4); max tokens 1024 per GPU on 128 GPUs.
+    ("lm", "full"): dict(
+        d_model=1024, n_heads=8, d_ff=4096, encoder_layers=0, decoder_layers=6, dropout=0.3,
+        attention_dropout=0.1, activation_dropout=0.1,
+        warmup_updates=2000, max_update=50000, max_tokens=1024, tokens_per_update=1024 * 128,
+        data="data/wikitext103", eval_batch_size=16,
+        log_interval=100, valid_interval=1000, save_interval=1000, threads=0,
+    ),
+    ("lm", "small"): dict(
+        d_model=1024, n_heads=8, d_ff=4096, encoder_layers=0, decoder_layers=6, dropout=0.3,
+        attention_dropout=0.1, activation_dropout=0.1,
+        warmup_updates=2000, max_update=20000, max_tokens=4096, tokens_per_update=32768,
+        data="data/wikitext103", eval_batch_size=16,
+        log_interval=100, valid_interval=1000, save_interval=1000, threads=0,
+    ),
+    ("lm", "tiny"): dict(
+        d_model=64, n_heads=4, d_ff=256, encoder_layers=0, decoder_layers=6, dropout=0.1,
+        lr=2e-3, warmup_updates=100, max_update=800, max_tokens=1024,
+        data="data/synthetic_lm", synthetic_train_pairs=20000, eval_batch_size=64,
+        average_last=1, keep_last=2, divergence_patience=50,
+        log_interval=10, valid_interval=200, save_interval=400, threads=2,
+    ),
+    # ---------------------------------------------------------------- ASR (Table 6 col. 4, methods_spec 3.5)
+    # fairseq S2T "T-Md": 12L-6L (paper: 6L-6L and 12L-6L), dropout 0.15 everywhere, clip 10,
+    # warmup 4K (Table 6; the S2T docs use 10K), 150K updates, 40K frames per GPU x 32 GPUs.
+    ("asr", "full"): dict(
+        _BASE, encoder_layers=6, decoder_layers=6, dropout=0.15,
+        attention_dropout=0.15, activation_dropout=0.15, clip_norm=10.0, share_embeddings=False,
+        warmup_updates=4000, max_update=150000, max_tokens=40000, tokens_per_update=40000 * 32,
+        data="data/librispeech", eval_batch_size=64, beam=5, lenpen=1.0,
+        log_interval=100, valid_interval=2000, save_interval=2000, threads=0,
+    ),
+    ("asr", "small"): dict(
+        _BASE, encoder_layers=6, decoder_layers=6, dropout=0.15,
+        attention_dropout=0.15, activation_dropout=0.15, clip_norm=10.0, share_embeddings=False,
+        warmup_updates=4000, max_update=50000, max_tokens=40000, tokens_per_update=320000,
+        data="data/librispeech_100h", eval_batch_size=64, beam=5, lenpen=1.0,
+        log_interval=100, valid_interval=2000, save_interval=2000, threads=0,
+    ),
+    ("asr", "tiny"): dict(
+        d_model=64, n_heads=4, d_ff=256, encoder_layers=6, decoder_layers=6, dropout=0.1,
+        clip_norm=10.0, share_embeddings=False,
+        lr=2e-3, warmup_updates=100, max_update=800, max_tokens=4000,
+        data="data/synthetic_asr", synthetic_train_pairs=2000, eval_batch_size=64,
+        beam=5, lenpen=1.0, average_last=1, keep_last=2, divergence_patience=50,
+        log_interval=10, valid_interval=200, save_interval=400, threads=2,
+    ),
+}
+
+# Named overrides on top of a preset.
+RECIPES: dict[str, dict] = {
+    # Appendix C.1, the 100L-100L regularization: dropout 0.3 -> 0.5, word dropout 0.1 on both
+    # sides, initial non-embedding weights x 0.1, gradient clipping 0.1, 50K -> 25K updates.
+    "deep100": dict(dropout=0.5, word_dropout=0.1, init_scale=0.1, clip_norm=0.1, max_update=25000),
+    # Appendix A.1: T-Fixup (``--variant tfixup``) runs with its own recipe (Huang et al. 2020;
+    # methods_spec 2.3): no warmup (inverse_sqrt_nowarmup, decay period 4000), lr 5e-4 as in its
+    # IWSLT example. The exact values the B2T authors used are not published.
+    "tfixup": dict(lr_scheduler="inverse_sqrt_nowarmup", lr=5e-4, decay_period=4000),
+}
+
+# Expected cost of one run, for the notebooks' small/full cells and the README (estimates, see
+# each task's notebook; "full" quotes the paper's Table 7 on P100s).
+EXPECTED_COST = {
+    ("mt", "small", "6L-6L"): "about 2 GPU-hours on one H100-class GPU (bf16), estimated",
+    ("mt", "small", "18L-18L"): "about 5 GPU-hours on one H100-class GPU (bf16), estimated",
+    ("mt", "full", "6L-6L"): "paper: 128 P100 x 5 h; about 40 H100 GPU-hours, estimated",
+    ("mt", "full", "18L-18L"): "paper: 128 P100 x 13 h; about 110 H100 GPU-hours, estimated",
+}
+
+
+def preset(task: str, scale: str) -> dict:
+    """All training options of ``task`` at ``scale`` (a fresh dict the caller may change)."""
+    if task not in TASKS:
+        raise ValueError(f"unknown task {task!r}; known tasks are: {', '.join(TASKS)}")
+    if scale not in SCALES:
+        raise ValueError(f"unknown scale {scale!r}; known scales are: {', '.join(SCALES)}")
+    values = copy.deepcopy(_COMMON)
+    values.update(copy.deepcopy(_PRESETS[(task, scale)]))
+    values.setdefault("synthetic_train_pairs", 0)
+    values["task"] = task
+    values["scale"] = scale
+    return values
+
+
+def recipe(name: str) -> dict:
+    """The overrides of a named recipe (``deep100``, ``tfixup``)."""
+    if name not in RECIPES:
+        raise ValueError(f"unknown recipe {name!r}; known recipes are: {', '.join(sorted(RECIPES))}")
+    return dict(RECIPES[name])

@@ -1,0 +1,322 @@
+r"""The one trainer for every task: token batches grouped into updates, DDP, AMP, checkpoints,
+exact resume, divergence handling, logs and the result record.
+
+One update (fairseq's ``train_step``, methods_spec 3.3):
+
+1. every process runs ``update_freq`` batches forward and backward, summing the label-smoothed
+   loss over target tokens (DDP synchronizes gradients only on the last batch);
+2. gradients are normalized by the target tokens of the *whole* update,
+   $g \leftarrow g \cdot W / N_{tok}$ ($W$ processes; DDP already averaged over them, so this is
+   $\sum_{\text{all batches}} \nabla \mathcal{L} / N_{tok}$);
+3. the global gradient norm is clipped to ``clip_norm`` (0 = off);
+4. Adam steps with the learning rate of update $t$ (:mod:`.schedule`).
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from pathlib import Path
+
+import torch
+from torch.nn.parallel import DistributedDataParallel
+
+from ..scale import ScaleError
+from ..utils import seed_everything
+from . import records
+from .checkpoint import (average_checkpoints, capture_rng_state, check_compatible, list_checkpoints,
+                         load_checkpoint, restore_rng_state, save_checkpoint)
+from .distributed import (DistEnv, all_gather_object, all_reduce_min_int, all_reduce_sum, barrier,
+                          init_distributed)
+from .divergence import DivergenceMonitor
+from .options import RESUMABLE_CHANGES, TrainConfig
+from .schedule import LRSchedule
+from .task import Task, build_task
+
+LN2 = math.log(2.0)  # losses are logged in base 2, as fairseq does
+
+
+class Trainer:
+    """Build everything from a :class:`TrainConfig` and run :meth:`train`."""
+
+    def __init__(self, cfg: TrainConfig, task: Task | None = None, env: DistEnv | None = None):
+        self.cfg = cfg
+        self.env = env or init_distributed(cfg.device)
+        self.device = self.env.device
+        if cfg.scale != "tiny" and self.device.type == "cpu" and cfg.device != "cpu":
+            raise ScaleError(f"--scale {cfg.scale} expects a CUDA GPU and none is visible; pass "
+                             f"--device cpu to run it on the CPU anyway, or use --scale tiny")
+        if cfg.threads > 0:
+            torch.set_num_threads(cfg.threads)
+        self.amp = cfg.amp if cfg.amp != "auto" else ("bf16" if self.device.type == "cuda" else "fp32")
+        if self.amp in ("bf16", "fp16") and self.device.type != "cuda":
+            raise ValueError(f"--amp {self.amp} needs a CUDA device; this run is on {self.device}")
+        self.save_dir = Path(cfg.save_dir)
+        self.task = task or build_task(cfg)
+        if self.env.is_main:
+            self.task.prepare_data()
+        barrier(self.env)
+        self.task.load_datasets()
+
+        seed_everything(cfg.seed)                       # the same initial weights on every process
+        self.model = self.task.build_model().to(self.device)
+        self.update_freq = cfg.update_freq_for(self.env.world_size)
+        # fairseq's Adam decays weights decoupled from the gradient, as AdamW does. The fused kernel
+        # (CPU and CUDA) is several times faster than the per-tensor loop on large models.
+        self.optimizer = torch.optim.AdamW(
+            self.model.parameters(), lr=cfg.warmup_init_lr, betas=(cfg.adam_beta1, cfg.adam_beta2),
+            eps=cfg.adam_eps, weight_decay=cfg.weight_decay, fused=True)
+        self.schedule = LRSchedule(self.optimizer, cfg.lr_scheduler, cfg.lr, cfg.warmup_updates,
+                                   cfg.warmup_init_lr, cfg.decay_period)
+        self.scaler = torch.amp.GradScaler("cuda") if self.amp == "fp16" else None
+        self.monitor = DivergenceMonitor(cfg.divergence_factor, cfg.divergence_patience)
+        self.num_updates, self.epoch, self.group_offset = 0, 0, 0
+        self.best_valid: float | None = None
+        self.train_tokens, self.train_seconds = 0, 0.0
+        self.train_model = self.model                   # what forward() goes through (DDP / compiled)
+
+    # ------------------------------------------------------------------ setup
+    def _wrap(self) -> None:
+        if self.env.enabled:
+            ids = [self.device.index] if self.device.type == "cuda" else None
+            self.train_model = DistributedDataParallel(self.model, device_ids=ids)
+        if self.cfg.compile:
+            self.train_model = torch.compile(self.train_model)
+
+    def _autocast(self):
+        if self.amp == "fp32":
+            return contextlib.nullcontext()
+        dtype = torch.bfloat16 if self.amp == "bf16" else torch.float16
+        return torch.autocast(device_type=self.device.type, dtype=dtype)
+
+    def _to_device(self, batch: dict) -> dict:
+        return {k: v.to(self.device, non_blocking=True) if torch.is_tensor(v) else v for k, v in batch.items()}
+
+    def _config_for_checkpoint(self) -> dict:
+        values = self.cfg.to_dict()
+        values["world_size"] = self.env.world_size
+        return values
+
+    # ------------------------------------------------------------------ checkpoints
+    def _state(self) -> dict:
+        rng = all_gather_object(capture_rng_state(), self.env)   # every process's generators
+        return {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scaler": self.scaler.state_dict() if self.scaler else None,
+            "trainer": {"num_updates": self.num_updates, "epoch": self.epoch,
+                        "group_offset": self.group_offset, "best_valid": self.best_valid,
+                        "train_tokens": self.train_tokens, "train_seconds": self.train_seconds,
+                        "monitor": self.monitor.state_dict()},
+            "rng": rng,
+            "train_config": self._config_for_checkpoint(),
+            "model_config": self.task.model_config_dict(),
+        }
+
+    def save(self, valid_nll: float) -> None:
+        is_best = self.best_valid is None or valid_nll <= self.best_valid
+        if is_best:
+            self.best_valid = valid_nll
+        state = self._state()                           # collective: every process takes part
+        if self.env.is_main:
+            save_checkpoint(state, self.save_dir, self.num_updates, self.cfg.keep_last, is_best)
+        barrier(self.env)
+
+    def _resume_or_start(self, first_batch: dict) -> None:
+        existing = list_checkpoints(self.save_dir)
+        if self.cfg.resume and existing:
+            state = load_checkpoint(self.save_dir / "checkpoint_last.pt")
+            check_compatible(state["train_config"], self._config_for_checkpoint(), RESUMABLE_CHANGES)
+            check_compatible(state["model_config"], self.task.model_config_dict(), frozenset(), "model field")
+            self.model.load_state_dict(state["model"])
+            self.optimizer.load_state_dict(state["optimizer"])
+            if self.scaler and state["scaler"]:
+                self.scaler.load_state_dict(state["scaler"])
+            t = state["trainer"]
+            self.num_updates, self.epoch, self.group_offset = t["num_updates"], t["epoch"], t["group_offset"]
+            self.best_valid, self.train_tokens = t["best_valid"], t["train_tokens"]
+            self.train_seconds = t["train_seconds"]
+            self.monitor.load_state_dict(t["monitor"])
+            restore_rng_state(state["rng"][self.env.rank])
+            if self.env.is_main:
+                records.truncate_log(self.save_dir, self.num_updates)
+            return
+        if existing and not self.cfg.resume:
+            raise FileExistsError(f"{self.save_dir} already holds checkpoints of a run; pass --resume "
+                                  f"to continue it, or choose another --save-dir")
+        # A fresh start: variants such as Admin run their profiling pass on one batch here.
+        if hasattr(self.model, "prepare_for_training"):
+            self.model.prepare_for_training(first_batch)
+        if self.env.is_main:
+            (self.save_dir / records.LOG_NAME).unlink(missing_ok=True)
+
+    # ------------------------------------------------------------------ one update
+    def train_step(self, group: list[list[int]]) -> dict:
+        """Forward/backward over ``group`` (this process's batches of one update), then one step."""
+        self.model.train()
+        sums = torch.zeros(3, dtype=torch.float64, device=self.device)  # loss, nll, ntokens
+        for i, indices in enumerate(group):
+            batch = self._to_device(self.task.collate("train", indices))
+            last = i == len(group) - 1
+            sync = contextlib.nullcontext() if (last or not self.env.enabled) else self.train_model.no_sync()
+            with sync:
+                with self._autocast():
+                    out = self.task.loss(self.train_model, batch)
+                loss = self.scaler.scale(out.loss) if self.scaler else out.loss
+                loss.backward()
+            sums += torch.stack([out.loss.detach().double(), out.nll.double(), out.ntokens.double()])
+        all_reduce_sum(sums, self.env)
+        loss_sum, nll_sum, ntokens = sums.tolist()
+        if self.scaler:
+            self.scaler.unscale_(self.optimizer)
+        params = [p for p in self.model.parameters() if p.grad is not None]
+        # g <- g * W / N_tok: DDP averaged over the W processes; this makes it the per-token mean.
+        torch._foreach_mul_([p.grad for p in params], self.env.world_size / max(ntokens, 1.0))
+        max_norm = self.cfg.clip_norm if self.cfg.clip_norm > 0 else float("inf")
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(params, max_norm))
+        lr = self.schedule.step(self.num_updates)
+        loss_per_token = loss_sum / max(ntokens, 1.0) / LN2
+        stepped = math.isfinite(loss_per_token) and (self.scaler is not None or math.isfinite(grad_norm))
+        if stepped:
+            if self.scaler:
+                self.scaler.step(self.optimizer)
+                self.scaler.update()
+            else:
+                self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return {"loss": loss_per_token, "nll": nll_sum / max(ntokens, 1.0) / LN2, "ntokens": ntokens,
+                "lr": lr, "gnorm": grad_norm}
+
+    # ------------------------------------------------------------------ validation
+    @torch.no_grad()
+    def validate(self) -> float:
+        """Per-token NLL (base 2, no label smoothing) on the validation set, computed by rank 0 and
+        shared with every process."""
+        value = torch.zeros(1, dtype=torch.float64, device=self.device)
+        if self.env.is_main:
+            self.model.eval()
+            nll, ntokens = 0.0, 0.0
+            for indices in self.task.valid_batches():
+                batch = self._to_device(self.task.collate("valid", indices))
+                with self._autocast():
+                    out = self.task.loss(self.model, batch)
+                nll += float(out.nll)
+                ntokens += float(out.ntokens)
+            value[0] = nll / max(ntokens, 1.0) / LN2
+        all_reduce_sum(value, self.env)  # only rank 0 contributed
+        return float(value[0])
+
+    # ------------------------------------------------------------------ the loop
+    def _log(self, entry: dict) -> None:
+        if self.env.is_main:
+            records.append_log(self.save_dir, entry)
+
+    def train(self) -> dict:
+        """Train until ``max_update`` (or divergence); write and return the result record."""
+        cfg, started = self.cfg, time.time()
+        first = self._to_device(self.task.collate("train", self.task.train_batches(0, self.env.rank,
+                                                                                    self.env.world_size)[0]))
+        self._resume_or_start(first)
+        self._wrap()
+        status, message, last_valid = "completed", "", None
+        progress = self._progress()
+        window = dict.fromkeys(("loss", "nll", "ntokens"), 0.0)
+        try:
+            while self.num_updates < cfg.max_update:
+                batches = self.task.train_batches(self.epoch, self.env.rank, self.env.world_size)
+                n = all_reduce_min_int(len(batches), self.env)       # same number on every process
+                groups = [batches[i:i + self.update_freq] for i in range(0, n, self.update_freq)]
+                for gi in range(self.group_offset, len(groups)):
+                    t0 = time.time()
+                    stats = self.train_step(groups[gi])
+                    self.train_seconds += time.time() - t0
+                    self.num_updates += 1
+                    self.group_offset = gi + 1
+                    self.train_tokens += int(stats["ntokens"])
+                    problem = self.monitor.update(self.num_updates, stats["loss"], stats["gnorm"])
+                    if problem:
+                        status, message = "diverged", problem
+                        break
+                    for key in ("loss", "nll"):
+                        window[key] += stats[key] * stats["ntokens"]
+                    window["ntokens"] += stats["ntokens"]
+                    tok_s = self.train_tokens / max(self.train_seconds, 1e-9)
+                    if progress is not None:
+                        progress.update(1)
+                        progress.set_postfix(loss=f"{stats['loss']:.3f}", lr=f"{stats['lr']:.2e}",
+                                             tok_s=f"{tok_s:.0f}")
+                    if self.num_updates % cfg.log_interval == 0:
+                        w = max(window["ntokens"], 1.0)
+                        self._log({"kind": "train", "update": self.num_updates, "epoch": self.epoch,
+                                   "loss": window["loss"] / w, "nll": window["nll"] / w,
+                                   "lr": stats["lr"], "gnorm": stats["gnorm"], "tokens_per_s": tok_s})
+                        window = dict.fromkeys(("loss", "nll", "ntokens"), 0.0)
+                    done = self.num_updates >= cfg.max_update
+                    if self.num_updates % cfg.valid_interval == 0 or done or \
+                            self.num_updates % cfg.save_interval == 0:
+                        last_valid = self.validate()
+                        self._log({"kind": "valid", "update": self.num_updates, "valid_nll": last_valid})
+                    if self.num_updates % cfg.save_interval == 0 or done:
+                        self.save(last_valid)
+                    if done:
+                        break
+                if status != "completed" or self.num_updates >= cfg.max_update:
+                    break
+                self.epoch += 1
+                self.group_offset = 0
+        finally:
+            if progress is not None:
+                progress.close()
+        return self._finish(status, message, started)
+
+    def _progress(self):
+        if not (self.cfg.progress_bar and self.env.is_main):
+            return None
+        from tqdm.auto import tqdm
+        return tqdm(total=self.cfg.max_update, initial=self.num_updates, desc=f"{self.cfg.variant}",
+                    unit="upd", dynamic_ncols=True)
+
+    # ------------------------------------------------------------------ the end
+    def _finish(self, status: str, message: str, started: float) -> dict:
+        metrics: dict = {"num_updates": self.num_updates, "best_valid_nll": self.best_valid}
+        barrier(self.env)  # every checkpoint is on disk; only rank 0 goes on (evaluation can be long)
+        if not self.env.is_main:
+            return {"status": status, "message": message, "metrics": metrics}
+        if status == "completed":
+            valid = records.read_log(self.save_dir, "valid")
+            if valid:
+                metrics["valid_nll"] = valid[-1]["valid_nll"]
+            if self.cfg.eval_at_end:
+                metrics.update(self.evaluate_checkpoints())
+        else:
+            print(f"TRAINING DIVERGED ({self.cfg.variant}, {self.cfg.encoder_layers}L-"
+                  f"{self.cfg.decoder_layers}L): {message}. Checkpoints and logs written before are "
+                  f"kept; the result record says status 'diverged'.", flush=True)
+        record = {
+            "status": status, "message": message, "task": self.cfg.task, "variant": self.cfg.variant,
+            "config": self.cfg.to_dict(), "model_config": self.task.model_config_dict(),
+            "world_size": self.env.world_size, "update_freq": self.update_freq, "amp": self.amp,
+            "metrics": metrics, "git_revision": records.git_revision(),
+            "environment": records.environment(), "wall_time_s": round(time.time() - started, 2),
+            "train_time_s": round(self.train_seconds, 2), "train_tokens": self.train_tokens,
+            "tokens_per_s": round(self.train_tokens / max(self.train_seconds, 1e-9), 1),
+        }
+        records.write_json_atomic(self.save_dir / records.RESULT_NAME, record)
+        return record
+
+    def evaluate_checkpoints(self) -> dict:
+        """Average the last ``average_last`` checkpoints (as the paper decodes) and evaluate them."""
+        paths = list_checkpoints(self.save_dir)[-self.cfg.average_last:]
+        model = self.task.build_model().to(self.device)
+        if paths:
+            model.load_state_dict(average_checkpoints(paths))
+        else:
+            model.load_state_dict(self.model.state_dict())
+        result = self.task.evaluate(model, self.device)
+        result["averaged_checkpoints"] = [p.name for p in paths]
+        return result
+
+
+def train(cfg: TrainConfig, task: Task | None = None) -> dict:
+    """Train ``cfg`` to completion (or divergence) and return its result record."""
+    return Trainer(cfg, task).train()

@@ -1,0 +1,76 @@
+"""``python -m b2t_lib``: generated options with preset defaults, clear errors, train/evaluate/table."""
+import json
+import subprocess
+import sys
+from dataclasses import fields
+
+import pytest
+
+from b2t_lib.cli import EXIT_DIVERGED, build_train_parser, main
+from b2t_lib.data import prepare_synthetic_mt
+from b2t_lib.train import TrainConfig
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    return prepare_synthetic_mt(tmp_path_factory.mktemp("data") / "synthetic", n_train=200, n_valid=20,
+                                n_test=20, bpe_vocab_size=300, workers=1)
+
+
+def test_help_documents_every_option_with_the_presets_default():
+    text = build_train_parser("mt", "full").format_help()
+    for f in fields(TrainConfig):
+        assert "--" + f.name.replace("_", "-") in text, f.name
+    assert "(default: 3584)" in text and "(default: 458752)" in text          # full MT preset
+    tiny = build_train_parser("mt", "tiny").format_help()
+    assert "(default: 'data/synthetic_mt')" in tiny
+
+
+def test_help_runs_as_a_module():
+    out = subprocess.run([sys.executable, "-m", "b2t_lib", "train", "--scale", "full", "--recipe", "deep100",
+                          "--help"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "(default: 0.5)" in out.stdout          # deep100's dropout
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["train", "--no-such-option", "1"], "unrecognized arguments: --no-such-option"),
+    (["train", "--update-freq", "2", "--tokens-per-update", "1000"], "give only one"),
+    (["train", "--lr-scheduler", "inverse_sqrt_nowarmup", "--decay-period", "10", "--warmup-updates", "5"],
+     "--warmup-updates has no effect"),
+    (["train", "--task", "lm"], "--task lm has presets but no implementation yet"),
+    (["evaluate"], "--save-dir"),
+])
+def test_bad_command_lines_exit_2_naming_the_problem(argv, message, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv + (["--save-dir", str(tmp_path / "x"), "--device", "cpu"] if argv[0] == "train" else []))
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def _train_args(data_dir, save_dir, *extra):
+    return ["train", "--data", str(data_dir), "--save-dir", str(save_dir), "--d-model", "32", "--n-heads", "2",
+            "--d-ff", "64", "--encoder-layers", "1", "--decoder-layers", "1", "--max-tokens", "256",
+            "--threads", "1", "--no-progress-bar", "--log-interval", "1", "--valid-interval", "4",
+            "--save-interval", "4", "--warmup-updates", "2", *extra]
+
+
+def test_train_evaluate_and_table_from_the_command_line(data_dir, tmp_path, capsys):
+    run = tmp_path / "b2t"
+    assert main(_train_args(data_dir, run, "--max-update", "4", "--beam", "1", "--max-len-b", "3")) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["status"] == "completed" and "test" in printed["metrics"]["bleu"]
+    assert main(["evaluate", "--save-dir", str(run), "--beam", "2", "--max-len-b", "3"]) == 0
+    assert json.loads(capsys.readouterr().out)["eval_options"]["beam"] == 2
+    assert main(["table", "--table", "1", str(run)]) == 0
+    assert "B2T connection (ours)" in capsys.readouterr().out
+    assert main(["preset", "--task", "asr", "--scale", "full"]) == 0
+    assert json.loads(capsys.readouterr().out)["max_update"] == 150000
+
+
+def test_a_diverged_run_exits_3_and_says_so(data_dir, tmp_path, capsys):
+    code = main(_train_args(data_dir, tmp_path / "bad", "--variant", "post_ln", "--lr", "30", "--max-update",
+                            "50", "--divergence-patience", "3"))
+    assert code == EXIT_DIVERGED
+    assert "TRAINING DIVERGED" in capsys.readouterr().out
+    assert json.loads((tmp_path / "bad" / "result.json").read_text())["status"] == "diverged"

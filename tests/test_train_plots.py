@@ -1,0 +1,32 @@
+"""Figures 1 and 6 are drawn from run logs; a failed run is marked, not dropped."""
+import matplotlib
+
+matplotlib.use("Agg")
+
+from b2t_lib.plots.style import variant_color  # noqa: E402
+from b2t_lib.plots.training import plot_training_loss, plot_valid_nll  # noqa: E402
+
+
+def _logs():
+    train = lambda losses: [{"kind": "train", "update": i + 1, "loss": v} for i, v in enumerate(losses)]  # noqa: E731
+    return {
+        "pre_ln": train([9.0, 6.0, 4.0]) + [{"kind": "valid", "update": 3, "valid_nll": 3.5}],
+        "post_ln": train([9.0, 9.5, float("nan")]),
+        "b2t": train([9.0, 5.5, 3.5]) + [{"kind": "valid", "update": 3, "valid_nll": 3.0}],
+    }
+
+
+def test_figure1_draws_every_run_and_marks_the_failed_one():
+    fig = plot_training_loss(_logs(), {"post_ln": "diverged", "pre_ln": "completed", "b2t": "completed"}, clip=20.0)
+    ax = fig.axes[0]
+    labels = [line.get_label() for line in ax.get_lines() if not line.get_label().startswith("_")]
+    assert labels == ["Pre-LN", "Post-LN (training failed)", "B2T connection"]
+    post = next(line for line in ax.get_lines() if line.get_label().startswith("Post-LN"))
+    assert post.get_linestyle() == "--" and list(post.get_ydata()) == [9.0, 9.5, 20.0]   # NaN drawn at the clip
+    assert post.get_color() == variant_color("post_ln")
+
+
+def test_figure6_uses_the_validation_entries_only():
+    fig = plot_valid_nll(_logs())
+    lines = {line.get_label(): list(line.get_ydata()) for line in fig.axes[0].get_lines()}
+    assert lines == {"Pre-LN": [3.5], "B2T connection": [3.0]}
