@@ -5,7 +5,7 @@ preset of ``--task`` at ``--scale`` (then ``--recipe``), and ``--help`` shows th
 
     python -m b2t_lib train --task mt --variant b2t --encoder-layers 18 --decoder-layers 18 \\
         --save-dir runs/b2t_18 --help
-    torchrun --nproc_per_node 8 -m b2t_lib train --task mt --scale full --data data-bin/wmt14_en_de ...
+    torchrun --nproc_per_node 8 -m b2t_lib train --task mt --scale full --data data/wmt14_en_de ...
 
 Exit status: 0 done, 2 bad options, 3 training diverged (the result record says so).
 """
@@ -87,7 +87,6 @@ def build_train_parser(task: str = "mt", scale: str = "tiny", recipe: str = "") 
 
 
 def cmd_train(argv: list[str]) -> int:
-    from .train.divergence import Diverged  # noqa: F401  (documented exception type)
     from .train.options import TrainConfig
     from .train.trainer import Trainer
 

@@ -60,3 +60,11 @@ def test_unknown_and_contradictory_settings_are_refused_with_their_names():
         TrainConfig.from_preset("mt", "tiny", device="cpu", amp="bf16")
     with pytest.raises(ValueError, match="--b2t-rescale-init applies to the B2T variants"):
         TrainConfig.from_preset("mt", "tiny", variant="pre_ln", b2t_rescale_init=True)
+
+
+def test_tfixup_gets_its_own_no_warmup_recipe_without_asking():
+    from b2t_lib.train import TrainConfig
+
+    cfg = TrainConfig.from_preset("mt", "tiny", variant="tfixup")
+    assert cfg.recipe == "tfixup" and cfg.lr_scheduler == "inverse_sqrt_nowarmup"
+    assert TrainConfig.from_preset("mt", "tiny", variant="b2t").lr_scheduler == "inverse_sqrt"

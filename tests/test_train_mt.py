@@ -4,7 +4,6 @@ import json
 
 import pytest
 import sacrebleu
-import torch
 
 from b2t_lib.data import load_translation_split, prepare_synthetic_mt
 from b2t_lib.paper_tables import collect_mt_results, render_table

@@ -16,10 +16,6 @@ from __future__ import annotations
 import math
 
 
-class Diverged(RuntimeError):
-    """Raised by the trainer when training diverged; the message says why and at which update."""
-
-
 class DivergenceMonitor:
     def __init__(self, factor: float = 1.5, patience: int = 200, warmup: int = 1, alpha: float = 0.1):
         self.factor, self.patience, self.warmup, self.alpha = factor, patience, warmup, alpha

@@ -97,8 +97,17 @@ class TrainConfig:
     # ------------------------------------------------------------------ construction
     @classmethod
     def from_preset(cls, task: str, scale: str, recipe_name: str | None = None, **explicit) -> "TrainConfig":
-        """Preset of (task, scale), then the recipe, then ``explicit`` overrides."""
+        """Preset of (task, scale), then the recipe, then ``explicit`` overrides.
+
+        Without a recipe, a variant that needs its own (T-Fixup: ``Variant.recipe == "tfixup"``, its
+        no-warmup schedule, Appendix A.1) gets it.
+        """
         values = preset(task, scale)
+        if recipe_name is None:
+            from ..variants import VARIANTS
+
+            variant = VARIANTS.get(explicit.get("variant", values.get("variant")))
+            recipe_name = (variant.recipe if variant is not None else "") or None
         values["recipe"] = recipe_name or ""
         if recipe_name:
             values.update(recipe(recipe_name))

@@ -122,10 +122,11 @@ class Trainer:
             save_checkpoint(state, self.save_dir, self.num_updates, self.cfg.keep_last, is_best)
         barrier(self.env)
 
-    def _resume_or_start(self, first_batch: dict) -> None:
+    def _resume_or_start(self) -> None:
         existing = list_checkpoints(self.save_dir)
         if self.cfg.resume and existing:
-            state = load_checkpoint(self.save_dir / "checkpoint_last.pt")
+            last = self.save_dir / "checkpoint_last.pt"
+            state = load_checkpoint(last if last.is_file() else existing[-1])
             check_compatible(state["train_config"], self._config_for_checkpoint(), RESUMABLE_CHANGES)
             check_compatible(state["model_config"], self.task.model_config_dict(), frozenset(), "model field")
             self.model.load_state_dict(state["model"])
@@ -144,9 +145,10 @@ class Trainer:
         if existing and not self.cfg.resume:
             raise FileExistsError(f"{self.save_dir} already holds checkpoints of a run; pass --resume "
                                   f"to continue it, or choose another --save-dir")
-        # A fresh start: variants such as Admin run their profiling pass on one batch here.
+        # A fresh start: variants such as Admin run their profiling pass on the first batch here.
         if hasattr(self.model, "prepare_for_training"):
-            self.model.prepare_for_training(first_batch)
+            first = self.task.train_batches(0, self.env.rank, self.env.world_size)[0]
+            self.model.prepare_for_training(self._to_device(self.task.collate("train", first)))
         if self.env.is_main:
             (self.save_dir / records.LOG_NAME).unlink(missing_ok=True)
 
@@ -214,9 +216,7 @@ class Trainer:
     def train(self) -> dict:
         """Train until ``max_update`` (or divergence); write and return the result record."""
         cfg, started = self.cfg, time.time()
-        first = self._to_device(self.task.collate("train", self.task.train_batches(0, self.env.rank,
-                                                                                    self.env.world_size)[0]))
-        self._resume_or_start(first)
+        self._resume_or_start()
         self._wrap()
         status, message, last_valid = "completed", "", None
         progress = self._progress()
@@ -233,7 +233,9 @@ class Trainer:
                     self.num_updates += 1
                     self.group_offset = gi + 1
                     self.train_tokens += int(stats["ntokens"])
-                    problem = self.monitor.update(self.num_updates, stats["loss"], stats["gnorm"])
+                    # With fp16 an overflowing gradient is routine (the scaler skips that step).
+                    gnorm = stats["gnorm"] if self.scaler is None else 0.0
+                    problem = self.monitor.update(self.num_updates, stats["loss"], gnorm)
                     if problem:
                         status, message = "diverged", problem
                         break
@@ -312,7 +314,8 @@ class Trainer:
             model.load_state_dict(average_checkpoints(paths))
         else:
             model.load_state_dict(self.model.state_dict())
-        result = self.task.evaluate(model, self.device)
+        with self._autocast():                          # bf16 decoding on GPUs, fp32 on CPU
+            result = self.task.evaluate(model, self.device)
         result["averaged_checkpoints"] = [p.name for p in paths]
         return result
 
