@@ -145,16 +145,7 @@ class BPE:
             best = min(pairs, key=lambda pair: self.ranks.get(pair, self.never))
             if best not in self.ranks:
                 break
-            first, second = best
-            merged, i = [], 0
-            while i < len(symbols):
-                if i < len(symbols) - 1 and symbols[i] == first and symbols[i + 1] == second:
-                    merged.append(first + second)
-                    i += 2
-                else:
-                    merged.append(symbols[i])
-                    i += 1
-            symbols = merged
+            symbols = list(_merge_word(tuple(symbols), *best))
         pieces = [s + CONTINUATION for s in symbols[:-1]]
         last = symbols[-1]
         pieces.append(last[: -len(END_OF_WORD)] if last.endswith(END_OF_WORD) else last + CONTINUATION)
