@@ -147,7 +147,7 @@ def test_a_sentence_keeps_at_most_beam_hypotheses_and_stops_once_it_has_them():
     model.decoder = counting_decoder
     hypotheses = beam_search_hypotheses(model, source(), beam_size=3, max_len_b=50)[0]
     assert len(hypotheses) == 3
-    assert [s for s in (h.score for h in hypotheses)] == sorted((h.score for h in hypotheses), reverse=True)
+    assert [h.score for h in hypotheses] == sorted((h.score for h in hypotheses), reverse=True)
     assert len(calls) < 50  # finished long before the length limit
 
 
