@@ -135,6 +135,22 @@ def test_equal_scores_keep_the_order_they_were_finished_in():
     assert hypotheses[0].score == hypotheses[1].score == pytest.approx(-math.log(2))
 
 
+def test_an_eos_candidate_is_finished_only_among_the_first_beam_candidates():
+    # [4] then EOS is the best hypothesis (lenpen 0), but at step 1 its EOS ranks third of the 2 * beam
+    # candidates: with beam 2 fairseq does not finish it (and never sees it again); with beam 3 it does.
+    table = torch.full((8, 8), -INF)
+    table[EOS, 4] = table[EOS, 5] = 0.0
+    table[4, 6] = table[5, 7] = 0.0
+    table[4, EOS] = table[5, EOS] = -0.5
+    table[6, UNK] = table[7, UNK] = 0.0
+    table[6, EOS] = table[7, EOS] = -5.0  # at step 2 = max_len only EOS may follow, and it is unlikely
+    model = TableModel(table)
+    narrow = beam_search_hypotheses(model, source(), beam_size=2, len_penalty=0.0, max_len_b=2)[0]
+    wide = beam_search_hypotheses(model, source(), beam_size=3, len_penalty=0.0, max_len_b=2)[0]
+    assert sorted(h.tokens.tolist() for h in narrow) == [[4, 6], [5, 7]]
+    assert wide[0].tokens.tolist() in ([4], [5]) and wide[0].score > narrow[0].score + 4
+
+
 def test_a_sentence_keeps_at_most_beam_hypotheses_and_stops_once_it_has_them():
     calls = []
     model = table_model(**{f"t_{s}_{EOS}": 1.0 for s in range(8)})
