@@ -96,21 +96,20 @@ class MultiheadAttention(nn.Module):
                 cache["k"], cache["v"] = k, v
 
         tgt_time, src_time = q.shape[2], k.shape[2]
+        own_key = causal and key_value is None  # decoder self-attention: a query always sees its own key
         # With a cache the new query is the last position: it may see every cached key, so no causal mask.
         causal = causal and tgt_time > 1
         dropout_p = self.attention_dropout if self.training else 0.0
+        mask = None
+        if key_padding_mask is not None:
+            mask = _attention_mask(key_padding_mask, tgt_time, src_time, causal, own_key)
+            causal = False  # now part of `mask`
 
         if score_residual is not None:
             context, scores = self._attend_with_score_residual(
-                q, k, v, key_padding_mask, causal, score_residual, dropout_p, score_divisor
+                q, k, v, mask, causal, score_residual, dropout_p, score_divisor
             )
         else:
-            mask = None
-            if key_padding_mask is not None:
-                mask = ~key_padding_mask[:, None, None, :]  # (batch, 1, 1, src_time): True = may attend
-                if causal:
-                    mask = mask & _causal_mask(tgt_time, src_time, q.device)
-                    causal = False
             context = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=causal)
             scores = None
 
@@ -118,20 +117,36 @@ class MultiheadAttention(nn.Module):
         context = context.transpose(1, 2).reshape(batch, tgt_time, self.d_model)  # (batch, tgt_time, d_model)
         return self.out_proj(context), scores
 
-    def _attend_with_score_residual(self, q, k, v, key_padding_mask, causal, previous, dropout_p, divisor=1.0):
+    def _attend_with_score_residual(self, q, k, v, mask, causal, previous, dropout_p, divisor=1.0):
         r"""RealFormer (methods_spec 2.4): :math:`S_l = Q K^\top/\sqrt{d_{head}} + S_{l-1}`, softmax over the
         masked :math:`S_l` (divided by ``divisor`` for the running-mean option); the unmasked
-        :math:`S_l` goes up to the next layer."""
+        :math:`S_l` goes up to the next layer. ``mask``: True where a query may attend, or None."""
         scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.d_head)  # (batch, heads, tgt, src)
         if previous.numel() > 0:
             scores = scores + previous
         logits = scores / divisor if divisor != 1.0 else scores
-        if key_padding_mask is not None:
-            logits = logits.masked_fill(key_padding_mask[:, None, None, :], float("-inf"))
+        if mask is not None:
+            logits = logits.masked_fill(~mask, float("-inf"))
         if causal:
             logits = logits.masked_fill(~_causal_mask(q.shape[2], k.shape[2], q.device), float("-inf"))
         probs = F.dropout(torch.softmax(logits.float(), dim=-1).to(v.dtype), p=dropout_p, training=dropout_p > 0)
         return torch.matmul(probs, v), scores
+
+
+def _attention_mask(key_padding_mask: torch.Tensor, tgt_time: int, src_time: int, causal: bool,
+                    own_key: bool) -> torch.Tensor:
+    """(batch, 1, tgt_time, src_time) boolean mask, True where a query may attend: not at padding keys,
+    not at future keys when ``causal``. With ``own_key`` (decoder self-attention) every query also sees
+    its own key, which changes nothing for a real position but gives a padding query (left padding,
+    whose output nothing uses) a finite output instead of the NaN of an all-masked row."""
+    mask = ~key_padding_mask[:, None, None, :]  # (batch, 1, 1, src_time)
+    if causal:
+        mask = mask & _causal_mask(tgt_time, src_time, key_padding_mask.device)
+    if own_key:
+        offset = src_time - tgt_time  # query i is position i + offset of the keys (incremental decoding)
+        positions = torch.arange(src_time, device=key_padding_mask.device)
+        mask = mask | (positions[None, :] == positions[:tgt_time, None] + offset)
+    return mask
 
 
 def _causal_mask(tgt_time: int, src_time: int, device) -> torch.Tensor:

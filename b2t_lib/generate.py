@@ -1,53 +1,132 @@
-r"""Greedy and beam search on the decoder's incremental key/value cache.
+r"""Greedy and beam search, decoding exactly as fairseq's ``SequenceGenerator`` does.
 
-Beam search follows fairseq: at each step every live beam proposes its best continuations, a
-hypothesis that ends in EOS is finished with the length-normalized score
+The paper's numbers come from ``generate.py`` of fairseq 0.9 (the official B2T code is a fork of it),
+so these rules follow fairseq 0.9's ``sequence_generator.py`` and ``search.BeamSearch``; where later
+fairseq differs, the note says so. With ``y`` a hypothesis of :math:`|y|` tokens, the model scores
+the hypothesis *and* its EOS:
 
 .. math::
-    \mathrm{score}(y) = \frac{\sum_t \log p(y_t \mid y_{<t}, x)}{|y|^{\,\mathrm{lenpen}}}
+    \mathrm{score}(y) = \frac{\sum_{t=1}^{|y|+1} \log p(y_t \mid y_{<t}, x)}{(|y| + 1)^{\,\mathrm{lenpen}}},
+    \qquad y_{|y|+1} = \mathrm{EOS}
 
-(``|y|`` counts EOS), and a sentence is done once it holds ``beam_size`` finished hypotheses. The
-maximum output length is ``max_len_a * src_len + max_len_b``; EOS is forced there.
+Rules, each implemented (and commented) in the line that applies it:
+
+1. **Length limit.** ``max_len = min(int(max_len_a * src_len + max_len_b), max_positions - 1)`` with
+   ``src_len = src_tokens.size(1)``: the *padded width* of the batch, the source EOS and padding
+   included, so one limit holds for the whole batch. A hypothesis has at most ``max_len`` tokens
+   and then EOS: at step ``max_len`` (0-based) every token but EOS is forbidden.
+2. **Minimum length.** At steps ``< min_len`` EOS is forbidden (fairseq's default ``min_len=1``: no
+   empty hypothesis). ``min_len > max_len`` is refused.
+3. **Blocked symbols.** Only ``<pad>`` is never generated; ``<s>`` may be. ``unk_penalty`` is
+   subtracted from ``<unk>``'s log-probability (default 0). A NaN log-probability counts as
+   :math:`-\infty`. Log-probabilities are a float32 ``log_softmax`` of the logits.
+4. **Candidates.** At step 0 only the first beam proposes (all beams are the same empty prefix);
+   later every beam's cumulative score is added to its log-probabilities and the best
+   ``min(2 * beam, beam * vocab - 1)`` of all ``beam * vocab`` continuations are taken with
+   ``torch.topk`` (so ties between candidates break as fairseq's ``topk`` breaks them).
+5. **Finalization.** A candidate ending in EOS (with a finite score) is finished only if it is among
+   the first ``beam`` candidates; finished ones are added best first, and a sentence collects at
+   most ``beam`` of them. Its score is normalized by :math:`(\text{step} + 1)^{\mathrm{lenpen}}`
+   (tokens + EOS), in float32 as fairseq does.
+6. **Done.** A sentence is done when it holds ``beam`` finished hypotheses, or at step ``max_len``;
+   it then leaves the batch. Nothing else stops it early: no bound on the scores still reachable.
+7. **Next beams.** The ``beam`` best candidates that do not end in EOS continue, in candidate order.
+   When fewer than ``beam`` such candidates exist, EOS candidates fill the beam and fairseq marks
+   their slots *ignored* (its ``blacklist``): at the next step no EOS candidate of that rank is
+   finished. This happens only at step 0 with ``min_len=0`` and ``beam = vocab_size - 1`` (the
+   largest beam); the EOS-filled beam then continues after its EOS, as in fairseq.
+8. **Result.** A sentence's finished hypotheses sorted by score, best first. Equal scores keep the
+   order in which they were finished (fairseq 0.9 sorts stably; later fairseq uses
+   ``torch.sort(descending=True)``, whose order of ties is unspecified).
+
+``greedy_search`` is what fairseq does with ``--beam 1``: the same rules, one candidate per step.
 """
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
 
 from .attention import reorder_cache
+from .config import UNK
+
+NEG_INF = float("-inf")
 
 
-def _max_lengths(src_padding_mask: torch.Tensor, max_len_a: float, max_len_b: int, limit: int) -> torch.Tensor:
-    src_lengths = (~src_padding_mask).sum(dim=1)  # (batch,)
-    return (src_lengths.float() * max_len_a + max_len_b).long().clamp(1, limit)
+class Hypothesis(NamedTuple):
+    """One finished hypothesis: its tokens (1-D LongTensor, EOS not included) and its score."""
+
+    tokens: torch.Tensor
+    score: float
 
 
-def _step_log_probs(model, tokens, memory, memory_padding_mask, cache) -> torch.Tensor:
+def max_output_length(src_tokens: torch.Tensor, max_len_a: float, max_len_b: int, max_positions: int) -> int:
+    """Rule 1: ``min(int(a * src_len + b), max_positions - 1)``, ``src_len`` = the batch's padded width.
+
+    fairseq takes ``src_len = src_tokens.size(1)`` (padding and the source EOS count; for speech, the
+    padded number of frames) and keeps one position free for EOS.
+    """
+    src_len = src_tokens.shape[1]
+    return min(int(max_len_a * src_len + max_len_b), max_positions - 1)
+
+
+def _special_ids(model) -> tuple[int, int, int]:
+    cfg = model.cfg
+    return cfg.eos_idx, cfg.pad_idx, getattr(cfg, "unk_idx", UNK)
+
+
+def _next_log_probs(model, tokens, memory, memory_padding_mask, cache, step: int, max_len: int,
+                    min_len: int, unk_penalty: float) -> torch.Tensor:
+    """Log-probabilities of the next token, (rows, vocab), with rules 1-3 applied."""
+    eos, pad, unk = _special_ids(model)
     logits = model.decoder(tokens, memory, memory_padding_mask, cache)[:, -1]  # (rows, vocab)
-    log_probs = F.log_softmax(logits.float(), dim=-1)
-    log_probs[:, model.cfg.pad_idx] = float("-inf")  # never generate padding or BOS
-    log_probs[:, model.cfg.bos_idx] = float("-inf")
+    log_probs = F.log_softmax(logits.float(), dim=-1)  # rule 3: float32 log-softmax
+    log_probs.masked_fill_(torch.isnan(log_probs), NEG_INF)  # rule 3: NaN counts as -inf
+    log_probs[:, pad] = NEG_INF  # rule 3: never generate padding (BOS stays allowed)
+    log_probs[:, unk] -= unk_penalty  # rule 3: unknown-word penalty
+    if step >= max_len:  # rule 1: after max_len tokens only EOS may follow
+        eos_column = log_probs[:, eos].clone()
+        log_probs.fill_(NEG_INF)
+        log_probs[:, eos] = eos_column
+    if step < min_len:  # rule 2: no EOS before min_len tokens
+        log_probs[:, eos] = NEG_INF
     return log_probs
 
 
+def _check_lengths(min_len: int, max_len: int) -> None:
+    if min_len > max_len:
+        raise ValueError(f"min_len={min_len} is larger than the length limit max_len={max_len} "
+                         f"(max_len_a * src_len + max_len_b, capped by max_positions - 1); lower min_len "
+                         f"or raise max_len_b")
+
+
 @torch.no_grad()
-def greedy_search(model, src_tokens: torch.Tensor, max_len_a: float = 0.0, max_len_b: int = 200) -> list[torch.Tensor]:
-    """Most probable token at every step. Returns one 1-D LongTensor per sentence, without EOS."""
+def greedy_search(model, src_tokens: torch.Tensor, max_len_a: float = 0.0, max_len_b: int = 200,
+                  min_len: int = 1, unk_penalty: float = 0.0) -> list[torch.Tensor]:
+    """The most probable token at every step (fairseq ``--beam 1``). Returns one 1-D LongTensor per
+    sentence, without EOS. Length limit, minimum length and blocked symbols as in the module docstring."""
     model.eval()
-    eos, pad = model.cfg.eos_idx, model.cfg.pad_idx
+    eos, pad, _ = _special_ids(model)
+    max_len = max_output_length(src_tokens, max_len_a, max_len_b, model.cfg.max_positions)
+    _check_lengths(min_len, max_len)
     memory, memory_padding_mask = model.encoder(src_tokens)  # (batch, src_time, d_model)
-    batch = src_tokens.shape[0]
-    max_lengths = _max_lengths(memory_padding_mask, max_len_a, max_len_b, model.cfg.max_positions - 1)
-    tokens = torch.full((batch, 1), eos, dtype=torch.long, device=src_tokens.device)  # decoder starts with EOS
-    finished = torch.zeros(batch, dtype=torch.bool, device=src_tokens.device)
+    batch, device = src_tokens.shape[0], src_tokens.device
+    tokens = torch.full((batch, 1), eos, dtype=torch.long, device=device)  # the decoder starts with EOS
+    scores = torch.zeros(batch, device=device)  # cumulative log-probabilities, float32
+    finished = torch.zeros(batch, dtype=torch.bool, device=device)
     cache: dict = {}
-    for step in range(int(max_lengths.max())):
-        log_probs = _step_log_probs(model, tokens, memory, memory_padding_mask, cache)
-        next_tokens = log_probs.argmax(dim=-1)  # (batch,)
-        next_tokens = torch.where(step + 1 >= max_lengths, torch.full_like(next_tokens, eos), next_tokens)
-        next_tokens = torch.where(finished, torch.full_like(next_tokens, pad), next_tokens)
+    for step in range(max_len + 1):  # max_len tokens, then one step for EOS
+        log_probs = _next_log_probs(model, tokens, memory, memory_padding_mask, cache, step, max_len,
+                                    min_len, unk_penalty)
+        if step > 0:
+            log_probs = log_probs + scores[:, None]  # rule 4, with one beam: cumulative scores
+        # rule 4: fairseq's beam search with beam 1 takes the first of its topk(2) candidates
+        top_scores, top_tokens = log_probs.topk(min(2, log_probs.shape[1] - 1), dim=1)
+        next_tokens = top_tokens[:, 0].masked_fill(finished, pad)  # (batch,)
+        scores = top_scores[:, 0]
         tokens = torch.cat([tokens, next_tokens[:, None]], dim=1)
-        finished |= next_tokens.eq(eos)
+        finished |= next_tokens.eq(eos)  # rule 6: a sentence ends with its first EOS
         if bool(finished.all()):
             break
     return [_strip(row[1:], eos, pad) for row in tokens]
@@ -61,69 +140,117 @@ def _strip(row: torch.Tensor, eos: int, pad: int) -> torch.Tensor:
 
 
 @torch.no_grad()
-def beam_search(model, src_tokens: torch.Tensor, beam_size: int = 4, len_penalty: float = 1.0,
-                max_len_a: float = 0.0, max_len_b: int = 200) -> list[torch.Tensor]:
-    """fairseq-style beam search. Returns the best hypothesis per sentence (1-D LongTensor, no EOS)."""
-    if beam_size < 1:
-        raise ValueError(f"beam_size must be at least 1, got {beam_size}")
+def beam_search_hypotheses(model, src_tokens: torch.Tensor, beam_size: int = 4, len_penalty: float = 1.0,
+                           max_len_a: float = 0.0, max_len_b: int = 200, min_len: int = 1,
+                           unk_penalty: float = 0.0) -> list[list[Hypothesis]]:
+    """fairseq's beam search. Returns, per sentence, its finished hypotheses, best first (rule 8).
+
+    Args:
+        src_tokens: (batch, src_time) source batch as the encoder takes it (or speech features).
+        beam_size: beam width; at most ``vocab_size - 1`` (fairseq's cap: padding is never chosen).
+        len_penalty: the exponent ``lenpen`` of the length normalization.
+        max_len_a, max_len_b: the length limit of rule 1 (fairseq's defaults: 0 and 200).
+        min_len: rule 2 (fairseq's default 1).
+        unk_penalty: rule 3 (fairseq's default 0).
+    """
     model.eval()
-    eos = model.cfg.eos_idx
+    eos, _, _ = _special_ids(model)
+    vocab = model.cfg.vocab_size
+    beam = min(beam_size, vocab - 1)  # fairseq: at most vocab - 1 beams, padding is never selected
+    if beam < 1:
+        raise ValueError(f"beam_size must be at least 1, got {beam_size}")
+    max_len = max_output_length(src_tokens, max_len_a, max_len_b, model.cfg.max_positions)
+    _check_lengths(min_len, max_len)
     device = src_tokens.device
-    batch, beam = src_tokens.shape[0], beam_size
-    memory, memory_padding_mask = model.encoder(src_tokens)
-    max_lengths = _max_lengths(memory_padding_mask, max_len_a, max_len_b, model.cfg.max_positions - 1)
-    # Every sentence gets `beam` rows: (batch * beam, ...), sentence-major.
-    expand = torch.arange(batch, device=device).repeat_interleave(beam)
-    memory, memory_padding_mask = memory[expand], memory_padding_mask[expand]
-    max_lengths = max_lengths[expand].view(batch, beam)[:, 0]
+    batch = src_tokens.shape[0]
+    memory, memory_padding_mask = model.encoder(src_tokens)  # (batch, src_time, d_model)
+    rows = torch.arange(batch, device=device).repeat_interleave(beam)  # `beam` rows per sentence
+    memory, memory_padding_mask = memory[rows], memory_padding_mask[rows]  # (live * beam, src_time, ...)
 
-    tokens = torch.full((batch * beam, 1), eos, dtype=torch.long, device=device)
-    scores = torch.zeros(batch, beam, device=device)
-    scores[:, 1:] = float("-inf")  # at the first step only one beam is alive
-    finished: list[list[tuple[float, torch.Tensor]]] = [[] for _ in range(batch)]
-    done = torch.zeros(batch, dtype=torch.bool, device=device)
+    live = list(range(batch))  # original index of every sentence still in the batch
+    tokens = torch.full((batch * beam, 1), eos, dtype=torch.long, device=device)  # (live * beam, step + 1)
+    scores = torch.zeros(batch, beam, device=device)  # cumulative log-probabilities, float32
+    ignored = torch.zeros(batch, beam, dtype=torch.bool, device=device)  # rule 7: fairseq's blacklist
+    finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
+    cand_size = 2 * beam
     cache: dict = {}
-    beam_offsets = (torch.arange(batch, device=device) * beam)[:, None]  # (batch, 1)
 
-    for step in range(int(max_lengths.max())):
-        log_probs = _step_log_probs(model, tokens, memory, memory_padding_mask, cache)  # (batch*beam, vocab)
-        vocab = log_probs.shape[-1]
-        at_limit = (step + 1 >= max_lengths)[:, None, None]  # force EOS at the length limit
-        eos_only = torch.full_like(log_probs, float("-inf")).view(batch, beam, vocab)
-        eos_only[:, :, eos] = log_probs.view(batch, beam, vocab)[:, :, eos]
-        log_probs = torch.where(at_limit, eos_only, log_probs.view(batch, beam, vocab))
-        candidates = (scores[:, :, None] + log_probs).view(batch, beam * vocab)
-        cand_scores, cand_index = candidates.topk(2 * beam, dim=1)  # (batch, 2*beam)
-        cand_beam, cand_token = cand_index // vocab, cand_index % vocab
+    for step in range(max_len + 1):  # max_len tokens, then one step for EOS
+        n_live = len(live)
+        log_probs = _next_log_probs(model, tokens, memory, memory_padding_mask, cache, step, max_len,
+                                    min_len, unk_penalty).view(n_live, beam, vocab)
+        if step == 0:
+            flat = log_probs[:, 0, :]  # rule 4: every beam is the same empty prefix, only the first proposes
+        else:
+            flat = (log_probs + scores[:, :, None]).view(n_live, beam * vocab)  # rule 4: cumulative scores
+        n_cand = min(cand_size, flat.shape[1] - 1)  # rule 4: 2 * beam candidates (-1: padding never chosen)
+        cand_scores, cand_index = flat.topk(n_cand, dim=1)  # (live, n_cand), best first
+        cand_beams, cand_tokens = cand_index // vocab, cand_index % vocab
 
-        # Finish the hypotheses that end in EOS (among the top `beam` candidates, as fairseq does).
-        is_eos = cand_token.eq(eos) & torch.isfinite(cand_scores)
-        for b, k in is_eos[:, :beam].nonzero().tolist():
-            if done[b] or len(finished[b]) >= beam:
-                continue
-            row = int(beam_offsets[b, 0] + cand_beam[b, k])
-            hypothesis = tokens[row, 1:]
-            length = hypothesis.numel() + 1  # + EOS
-            finished[b].append((float(cand_scores[b, k]) / length**len_penalty, hypothesis.clone()))
-        done |= torch.tensor([len(f) >= beam for f in finished], device=device)
-        if bool(done.all()):
+        # Rule 5: finish EOS candidates among the first `beam` ones (finite scores, not ignored).
+        ends = cand_tokens.eq(eos) & cand_scores.ne(NEG_INF)  # (live, n_cand)
+        ends[:, :beam] &= ~ignored
+        finishing = ends[:, :beam].nonzero()  # (m, 2): (sentence, rank), sentence by sentence, best first
+        done: list[int] = []
+        if len(finishing):
+            sentence, rank = finishing[:, 0], finishing[:, 1]
+            source_rows = sentence * beam + cand_beams[sentence, rank]
+            # rule 5: length normalization by (tokens + EOS) ** lenpen, in float32
+            final_scores = cand_scores[sentence, rank] / (step + 1) ** len_penalty
+            prefixes = tokens[source_rows, 1:]  # (m, step): the hypotheses without their EOS
+            seen: list[int] = []
+            for i, (s, score) in enumerate(zip(sentence.tolist(), final_scores.tolist())):
+                hypotheses = finished[live[s]]
+                if len(hypotheses) < beam:  # rule 5: at most `beam` finished hypotheses per sentence
+                    hypotheses.append(Hypothesis(prefixes[i].clone(), score))
+                if s not in seen:
+                    seen.append(s)
+            # rule 6: done with `beam` finished hypotheses, or at the length limit
+            done = [s for s in seen if len(finished[live[s]]) == beam or step == max_len]
+        if len(done) == n_live or step == max_len:
             break
 
-        # Keep the best `beam` candidates that do not end in EOS.
-        keep_scores = cand_scores.masked_fill(is_eos | ~torch.isfinite(cand_scores), float("-inf"))
-        keep_scores, keep = keep_scores.topk(beam, dim=1)  # (batch, beam)
-        source_rows = (beam_offsets + cand_beam.gather(1, keep)).view(-1)
-        next_tokens = cand_token.gather(1, keep).view(-1, 1)
-        scores = keep_scores
-        tokens = torch.cat([tokens[source_rows], next_tokens], dim=1)
-        # The self-attention history follows its beam; the cross-attention keys are the same for every
-        # beam of a sentence and never need reordering.
-        for layer_cache in cache.values():
-            reorder_cache(layer_cache.get("self", {}), source_rows)
+        # Rule 6: finished sentences leave the batch.
+        old_sentence = torch.arange(n_live, device=device)
+        if done:
+            keep = torch.tensor([s for s in range(n_live) if s not in done], device=device)
+            live = [live[s] for s in keep.tolist()]
+            old_sentence = keep
+            cand_scores, cand_beams, cand_tokens = cand_scores[keep], cand_beams[keep], cand_tokens[keep]
+            ends, ignored = ends[keep], ignored[keep]
 
-    results = []
-    for b in range(batch):
-        if not finished[b]:  # cannot happen with a forced EOS, but never return nothing
-            finished[b].append((float(scores[b, 0]), tokens[b * beam, 1:]))
-        results.append(max(finished[b], key=lambda item: item[0])[1])
-    return results
+        # Rule 7: the first `beam` candidates that neither end in EOS nor sit on an ignored slot.
+        ends[:, :beam] |= ignored
+        order_key = ends.long() * cand_size + torch.arange(n_cand, device=device)  # EOS ones sort last
+        chosen_keys, chosen = order_key.topk(beam, dim=1, largest=False)  # (live, beam), candidate order
+        ignored = chosen_keys >= cand_size  # EOS candidates that had to fill the beam
+        source_rows = (old_sentence[:, None] * beam + cand_beams.gather(1, chosen)).view(-1)  # (live * beam,)
+        tokens = torch.cat([tokens[source_rows], cand_tokens.gather(1, chosen).view(-1, 1)], dim=1)
+        scores = cand_scores.gather(1, chosen)
+        # The self-attention history follows its beam. The cross-attention keys are the same for every
+        # beam of a sentence: they move only when sentences leave the batch.
+        for layer_cache in cache.values():
+            for name, part in layer_cache.items():
+                if name != "cross" or done:
+                    reorder_cache(part, source_rows)
+        if done:
+            memory, memory_padding_mask = memory[source_rows], memory_padding_mask[source_rows]
+
+    # Rule 8: best first; sorted() is stable, so equal scores keep the order they were finished in.
+    return [sorted(hypotheses, key=lambda h: h.score, reverse=True) for hypotheses in finished]
+
+
+@torch.no_grad()
+def beam_search(model, src_tokens: torch.Tensor, beam_size: int = 4, len_penalty: float = 1.0,
+                max_len_a: float = 0.0, max_len_b: int = 200, min_len: int = 1,
+                unk_penalty: float = 0.0) -> list[torch.Tensor]:
+    """fairseq's beam search; the best hypothesis per sentence (1-D LongTensor, no EOS).
+
+    See :func:`beam_search_hypotheses` for the arguments and the module docstring for the rules.
+    A sentence that finished no hypothesis (only possible when every continuation has probability
+    zero) gets an empty tensor.
+    """
+    results = beam_search_hypotheses(model, src_tokens, beam_size, len_penalty, max_len_a, max_len_b,
+                                     min_len, unk_penalty)
+    empty = torch.zeros(0, dtype=torch.long, device=src_tokens.device)
+    return [hypotheses[0].tokens if hypotheses else empty for hypotheses in results]

@@ -113,9 +113,11 @@ class EncoderLayer(_Layer):
 class DecoderLayer(_Layer):
     """One decoder layer: causal self-attention, cross-attention (unless ``cross_attention=False``), FFN.
 
-    ``forward(x, memory=None, memory_padding_mask=None, cache=None)``: x (batch, time, d_model);
-    memory is the encoder output (batch, src_time, d_model). ``cache`` is a dict that makes the layer
-    incremental: x is then only the newest position (batch, 1, d_model).
+    ``forward(x, memory=None, memory_padding_mask=None, cache=None, state=None, self_padding_mask=None)``:
+    x (batch, time, d_model); memory is the encoder output (batch, src_time, d_model). ``cache`` is a
+    dict that makes the layer incremental: x is then only the newest position (batch, 1, d_model).
+    ``self_padding_mask`` (batch, time) is True at the decoder's own padding (every position so far,
+    also when incremental); None when nothing needs hiding beyond the causal mask.
     """
 
     def __init__(self, d_model: int, n_heads: int, d_ff: int, variant: str, num_layers: int,
@@ -134,10 +136,12 @@ class DecoderLayer(_Layer):
         self.final_layer_norm = self._layer_norm()
         self._finish()
 
-    def sublayers(self, memory=None, memory_padding_mask=None, cache=None, state=None) -> list[SubLayer]:
+    def sublayers(self, memory=None, memory_padding_mask=None, cache=None, state=None,
+                  self_padding_mask=None) -> list[SubLayer]:
         self_cache = cache.setdefault("self", {}) if cache is not None else None
         parts = [(self._attention_branch(self.self_attn, state, "decoder_self_scores", causal=True,
-                                         cache=self_cache), self.self_attn_layer_norm)]
+                                         key_padding_mask=self_padding_mask, cache=self_cache),
+                  self.self_attn_layer_norm)]
         if self.cross_attention:
             if memory is None:
                 raise ValueError("this decoder layer has cross-attention: pass the encoder output as `memory`")
@@ -151,5 +155,6 @@ class DecoderLayer(_Layer):
 
     def forward(self, x: torch.Tensor, memory: torch.Tensor | None = None,
                 memory_padding_mask: torch.Tensor | None = None, cache: dict | None = None,
-                state: dict | None = None) -> torch.Tensor:
-        return self.variant.layer_forward(self, x, self.sublayers(memory, memory_padding_mask, cache, state))
+                state: dict | None = None, self_padding_mask: torch.Tensor | None = None) -> torch.Tensor:
+        return self.variant.layer_forward(
+            self, x, self.sublayers(memory, memory_padding_mask, cache, state, self_padding_mask))

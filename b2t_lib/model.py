@@ -94,8 +94,18 @@ class Decoder(nn.Module):
         self.variant.build_stack(self)
 
     def extract_features(self, prev_output_tokens, memory=None, memory_padding_mask=None, cache=None):
-        """The last hidden states (batch, tgt_time, d_model), before the output projection."""
-        x, _ = self.input(prev_output_tokens, self.embed_tokens)  # (batch, tgt_time, d_model)
+        """The last hidden states (batch, tgt_time, d_model), before the output projection.
+
+        Self-attention hides the decoder's own padding, left padding included (positions count real
+        tokens only, as fairseq's ``make_positions``). Right padding alone needs no mask: the causal
+        mask already hides every later key from a real position, so the fast causal kernel keeps
+        running; padding before a real token is masked. With ``cache`` the mask spans every position
+        so far, since ``prev_output_tokens`` always holds the whole prefix.
+        """
+        x, padding_mask = self.input(prev_output_tokens, self.embed_tokens)  # (batch, tgt_time, d_model)
+        # Padding followed by a real token somewhere (left padding): only then can a real position see a pad.
+        pads_before_tokens = bool((padding_mask[:, :-1] & ~padding_mask[:, 1:]).any())
+        self_padding_mask = padding_mask if pads_before_tokens else None  # (batch, tgt_time) or None
         if cache is not None:
             x = x[:, -1:]  # incremental decoding: earlier positions live in the cache
         x = F.dropout(x, p=self.dropout, training=self.training)
@@ -103,7 +113,7 @@ class Decoder(nn.Module):
 
         def run_layer(i, layer, h):
             layer_cache = cache.setdefault(i, {}) if cache is not None else None
-            return layer(h, memory, memory_padding_mask, layer_cache, state)
+            return layer(h, memory, memory_padding_mask, layer_cache, state, self_padding_mask)
 
         x = self.variant.run_stack(self, x, run_layer)
         if self.layer_norm is not None:

@@ -66,6 +66,47 @@ def test_incremental_decoding_equals_full_forward(variant):
     torch.testing.assert_close(torch.cat(steps, dim=1), full, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_decoder_masks_its_own_padding_left_and_right(variant):
+    """A padded decoder batch gives, at every real position, the logits of each sentence alone."""
+    seed_everything(6)
+    model = EncoderDecoder(tiny_config(variant)).eval()
+    g = torch.Generator().manual_seed(6)
+    src = random_tokens(g, 3, 5)
+    sentences = [random_tokens(g, 1, n)[0] for n in (6, 3, 1)]
+    left = torch.full((3, 6), PAD)
+    right = torch.full((3, 6), PAD)
+    for i, tokens in enumerate(sentences):
+        left[i, 6 - len(tokens):] = tokens
+        right[i, : len(tokens)] = tokens
+    with torch.no_grad():
+        left_logits, right_logits = model(src, left), model(src, right)
+        assert torch.isfinite(left_logits).all() and torch.isfinite(right_logits).all()
+        for i, tokens in enumerate(sentences):
+            alone = model(src[i:i + 1], tokens[None])[0]  # (len, vocab)
+            torch.testing.assert_close(left_logits[i, 6 - len(tokens):], alone, rtol=1e-5, atol=1e-5)
+            torch.testing.assert_close(right_logits[i, : len(tokens)], alone, rtol=1e-5, atol=1e-5)
+        # Incremental decoding of the left-padded batch: the same logits at the real positions.
+        memory, mask = model.encoder(src)
+        cache: dict = {}
+        steps = torch.cat([model.decoder(left[:, : t + 1], memory, mask, cache) for t in range(6)], dim=1)
+        assert torch.isfinite(steps).all()
+        real = left.ne(PAD)
+        torch.testing.assert_close(steps[real], left_logits[real], rtol=1e-5, atol=1e-5)
+
+
+def test_left_padded_language_model_batch_matches_each_sequence_alone():
+    seed_everything(8)
+    model = LanguageModel(tiny_config("pre_ln", encoder_layers=0, decoder_layers=2)).eval()
+    g = torch.Generator().manual_seed(8)
+    short, long = random_tokens(g, 1, 2)[0], random_tokens(g, 1, 5)[0]
+    batch = torch.stack([torch.cat([torch.full((3,), PAD), short]), long])
+    with torch.no_grad():
+        out = model(batch)
+        torch.testing.assert_close(out[0, 3:], model(short[None])[0], rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(out[1], model(long[None])[0], rtol=1e-5, atol=1e-5)
+
+
 def test_language_model_incremental_equals_full():
     seed_everything(3)
     model = LanguageModel(tiny_config("b2t", encoder_layers=0, decoder_layers=3)).eval()

@@ -88,8 +88,9 @@ class TrainConfig:
     beam: int = opt("eval", "beam size")
     lenpen: float = opt("eval", "length penalty (newstest2014 and single-test-set tasks)")
     lenpen_other: float = opt("eval", "length penalty for the other newstest years")
-    max_len_a: float = opt("eval", "generate at most a*src_len+b tokens: a")
-    max_len_b: int = opt("eval", "generate at most a*src_len+b tokens: b")
+    max_len_a: float = opt("eval", "generate at most a*src_len+b tokens, then EOS (src_len: the batch's padded "
+                                   "source width, as fairseq): a")
+    max_len_b: int = opt("eval", "generate at most a*src_len+b tokens, then EOS: b")
     eval_batch_size: int = opt("eval", "sentences per generation batch")
     average_last: int = opt("eval", "average the last N checkpoints before testing (1 = none)")
     eval_at_end: bool = opt("eval", "evaluate the test sets when training ends")
