@@ -1,0 +1,265 @@
+r"""Word-level language-modeling data: WikiText-103 (or any tokenized corpus) as memory-mapped token streams.
+
+Input: a folder with ``train.txt``, ``valid.txt``, ``test.txt`` of whitespace-tokenized text (for
+WikiText-103 :func:`download_wikitext103` writes them from the Hugging Face Hub). Steps, each
+restartable like the translation pipeline (:mod:`b2t_lib.data.steps`):
+
+1. ``dictionary``: fairseq's dictionary (``<s>=0 <pad>=1 </s>=2 <unk>=3``, then words by descending
+   training count, ties alphabetical, padded to a multiple of 8) from **train only**. The order
+   matters: the adaptive input and softmax cut the id range into frequency bands.
+   ``min_count`` maps rarer training words to ``<unk>`` (WikiText-103 is already mapped: 0).
+2. ``binarize-<split>``: every line becomes its tokens plus the end-of-line symbol ``</s>``, blank
+   lines included (a lone ``</s>``), as fairseq and Transformer-XL do. The ids of a split are
+   one long stream :math:`x_1 \dots x_L` (``<split>.npy``; ``<split>.offsets.npy`` marks where
+   each line starts, :class:`~b2t_lib.data.indexed.RaggedArray`).
+3. ``manifest.json``, last: parameters, counts, the unigram baseline, checksums of every file.
+
+The **unigram baseline** is the validation (and test) stream's cross entropy under the training
+unigram distribution with add-one smoothing over the :math:`V` entries of the dictionary,
+
+.. math:: H = -\frac{1}{L}\sum_{t=1}^{L} \log_2 \frac{n(x_t) + 1}{N + V}, \qquad \mathrm{PPL} = 2^H
+
+(:math:`n(w)` = training count of id :math:`w`, :math:`N` = training tokens, ``</s>`` included):
+a language model that does not beat it has learned nothing beyond word frequencies.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections import Counter
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+
+from b2t_lib.config import EOS, SPECIAL_TOKENS, UNK
+
+from .dictionary import Dictionary
+from .indexed import RaggedArray, token_dtype, write_ragged
+from .steps import (StepRunner, clear_digest_cache, describe_file, file_digest, file_problem, read_json,
+                    write_json_atomic)
+
+log = logging.getLogger("b2t_lib.data")
+
+MANIFEST = "manifest.json"
+FORMAT = "b2t-lm-v1"
+PIPELINE_VERSION = 1          # bump when a step's output changes, so older data is rebuilt
+SPLITS = ("train", "valid", "test")
+WIKITEXT103 = ("Salesforce/wikitext", "wikitext-103-v1")
+HUB_SPLITS = {"train": "train", "valid": "validation", "test": "test"}
+WIKITEXT103_ROWS = {"train": 1_801_350, "valid": 3_760, "test": 4_358}
+# Merity et al.'s vocabulary size: distinct training words (``<unk>`` included) plus the
+# end-of-line symbol. With fairseq's 4 specials and padding to a multiple of 8: 267,744 ids.
+WIKITEXT103_VOCAB = 267_735
+FORBIDDEN_WORDS = tuple(s for s in SPECIAL_TOKENS if s != "<unk>")   # <s> <pad> </s> in the text
+
+
+# ---------------------------------------------------------------------- the Hub
+def download_wikitext103(raw_dir: str | Path, *, dataset: str = WIKITEXT103[0], config: str | None = WIKITEXT103[1],
+                         data_files: dict[str, list[str]] | None = None, cache_dir: str | None = None,
+                         expected_rows: dict[str, int] | None = WIKITEXT103_ROWS) -> Path:
+    """Write ``raw_dir/{train,valid,test}.txt`` from WikiText-103 on the Hub, one line per row.
+
+    Each row's whitespace tokens are written space-separated (a blank row ``""`` stays a blank
+    line). ``dataset="parquet", config=None, data_files={"train": [...], "validation": [...],
+    "test": [...]}`` reads local parquet files with the Hub's layout instead (an offline copy, or a
+    test). ``expected_rows`` checks the row counts (None: no check).
+    """
+    raw_dir = Path(raw_dir)
+    runner = StepRunner(raw_dir, raw_dir / ".steps")
+    for split, hub_split in HUB_SPLITS.items():
+        def build(outs: list[Path], split: str = split, hub_split: str = hub_split) -> None:
+            from datasets import load_dataset
+
+            rows = load_dataset(dataset, config, data_files=data_files, split=hub_split, cache_dir=cache_dir)
+            if "text" not in rows.column_names:
+                raise ValueError(f"{dataset} {config} split {hub_split} has columns {rows.column_names}, "
+                                 f"expected a 'text' column (one row per line)")
+            n = 0
+            with open(outs[0], "w", encoding="utf-8", newline="\n") as f:
+                for chunk in rows.iter(batch_size=10_000):
+                    for text in chunk["text"]:
+                        f.write(" ".join(text.split()) + "\n")
+                        n += 1
+            log.info("%s: %d rows", split, n)
+            if expected_rows is not None and n != expected_rows[split]:
+                raise ValueError(f"{dataset} {config} {hub_split} has {n:,} rows, expected {expected_rows[split]:,}; "
+                                   f"the Hub copy changed (pass --no-checks to accept it)")
+
+        params = {"dataset": dataset, "config": config, "split": hub_split,
+                  "data_files": {k: [str(Path(p).resolve()) for p in v] for k, v in (data_files or {}).items()}}
+        runner.run(f"download-{split}", params, [], [raw_dir / f"{split}.txt"], build)
+    return raw_dir
+
+
+# ---------------------------------------------------------------------- preparation
+def _read_lines(path: Path) -> Iterator[str]:
+    with open(path, encoding="utf-8", newline="\n") as f:   # split on \n only (not on \r or U+2028)
+        yield from f
+
+
+def _check_raw_files(raw_dir: Path) -> dict[str, Path]:
+    if not raw_dir.is_dir():
+        raise FileNotFoundError(f"raw data folder {raw_dir} does not exist")
+    raw = {s: raw_dir / f"{s}.txt" for s in SPLITS}
+    for split, path in raw.items():
+        if not path.is_file():
+            raise FileNotFoundError(f"{path} is missing: a language-modeling corpus needs train.txt, valid.txt and "
+                                    f"test.txt in {raw_dir} (whitespace-tokenized text, one line per line)")
+        if path.stat().st_size == 0:
+            raise ValueError(f"{path} is empty: the {split} split needs at least one line of text")
+    return raw
+
+
+def _count_words(train: Path) -> Counter:
+    counts: Counter = Counter()
+    for lineno, line in enumerate(_read_lines(train), start=1):
+        words = line.split()
+        counts.update(words)
+        bad = [w for w in words if w in FORBIDDEN_WORDS]
+        if bad:
+            raise ValueError(f"{train}:{lineno}: the word {bad[0]!r} is one of the dictionary's special symbols "
+                             f"({', '.join(FORBIDDEN_WORDS)}); remove or rename it in the text")
+    return counts
+
+
+def _build_dictionary(train: Path, outs: list[Path], min_count: int, padding_factor: int) -> None:
+    counts = _count_words(train)
+    dictionary = Dictionary.build(counts, threshold=min_count, padding_factor=padding_factor)
+    dropped = {w: c for w, c in counts.items() if w not in dictionary}
+    stats = {
+        "word_types": len(counts),                     # distinct training words, <unk> included
+        "kept_types": sum(1 for w in counts if w in dictionary),
+        "train_words": sum(counts.values()),
+        "train_unk": counts.get("<unk>", 0) + sum(dropped.values()),   # training words that become <unk>
+    }
+    dictionary.save(outs[0])
+    outs[1].write_text(json.dumps(stats, indent=1, sort_keys=True), encoding="utf-8")
+
+
+def _binarize(path: Path, dictionary: Dictionary, outs: list[Path], *, unk_allowed: bool) -> None:
+    lengths = np.array([len(line.split()) + 1 for line in _read_lines(path)], dtype=np.int64)   # + </s>
+    indices = dictionary.indices
+
+    def rows() -> Iterator[list[int]]:
+        for lineno, line in enumerate(_read_lines(path), start=1):
+            ids = [indices.get(w, UNK) for w in line.split()]
+            if not unk_allowed and UNK in ids:
+                word = next(w for w, i in zip(line.split(), ids) if i == UNK)
+                raise ValueError(
+                    f"{path}:{lineno}: the word {word!r} is not in the training vocabulary, and the training "
+                    f"data has no <unk> to map it to. Map rare words to <unk> in every split (as WikiText "
+                    f"does), or prepare with --min-count N so that training has <unk>")
+            yield ids + [EOS]
+
+    write_ragged(rows, lengths, outs[0], outs[1], token_dtype(len(dictionary)))
+
+
+def split_files(out_dir: Path, split: str) -> list[Path]:
+    """The two files of a split: the id stream and the line offsets."""
+    return [out_dir / f"{split}.npy", out_dir / f"{split}.offsets.npy"]
+
+
+def manifest_problem(out_dir: Path, params: dict | None = None, *, check_digest: bool = True,
+                     only: list[str] | None = None) -> str | None:
+    """Why ``out_dir`` is not a finished LM data set for ``params`` (``None`` if it is)."""
+    manifest = read_json(out_dir / MANIFEST)
+    if manifest is None or manifest.get("format") != FORMAT:
+        return f"{out_dir / MANIFEST} is missing or not a language-modeling manifest (preparation never finished)"
+    if params is not None and manifest.get("params") != params:
+        return "the preparation parameters or the raw files changed"
+    for rel, expected in manifest["files"].items():
+        if only is None or rel in only:
+            problem = file_problem(out_dir / rel, expected, check_digest=check_digest)
+            if problem:
+                return problem
+    return None
+
+
+def check_vocabulary_size(vocab: dict, expected: int | None, source: str) -> None:
+    """``vocab['word_types'] + 1`` (the end-of-line symbol) must equal ``expected`` (None: no check)."""
+    merity = vocab["word_types"] + 1
+    msg = (f"{source}: {vocab['word_types']:,} distinct training words (<unk> included) + end-of-line = "
+           f"{merity:,} (Merity et al.'s count)")
+    if expected is not None and merity != expected:
+        raise ValueError(f"{msg}, expected {expected:,}: the corpus is not the one expected "
+                         f"(pass --no-checks, or expected_vocab=None, to accept it)")
+    log.info(msg)
+
+
+def prepare_lm_data(raw_dir: str | Path, out_dir: str | Path, *, min_count: int = 0, padding_factor: int = 8,
+                    expected_vocab: int | None = None) -> Path:
+    """Run this module's pipeline on ``raw_dir/{train,valid,test}.txt``; return ``out_dir``.
+
+    ``min_count`` maps training words seen fewer times to ``<unk>``. ``expected_vocab`` checks
+    Merity et al.'s count (distinct training words + 1; WikiText-103: 267,735). A valid or test
+    word outside the vocabulary becomes ``<unk>`` if training has ``<unk>``, and is an error
+    otherwise. Re-running with the same arguments and files returns at once; after an
+    interruption or damage only what is needed is redone.
+    """
+    raw_dir, out_dir = Path(raw_dir), Path(out_dir)
+    if min_count < 0:
+        raise ValueError(f"min_count must be >= 0, got {min_count}")
+    clear_digest_cache()
+    raw = _check_raw_files(raw_dir)
+    p = dict(min_count=min_count, padding_factor=padding_factor, pipeline_version=PIPELINE_VERSION,
+             raw_digests={f"{s}.txt": file_digest(path) for s, path in raw.items()})
+    manifest = read_json(out_dir / MANIFEST)
+    if manifest_problem(out_dir, p) is None:
+        check_vocabulary_size(manifest["vocabulary"], expected_vocab, str(raw["train"]))
+        log.info("%s is up to date, nothing to do", out_dir)
+        return out_dir
+    (out_dir / MANIFEST).unlink(missing_ok=True)
+    runner = StepRunner(out_dir, out_dir / "work")
+    dict_path, vocab_path = out_dir / "dict.txt", out_dir / "work" / "vocabulary.json"
+    runner.run("dictionary", {k: p[k] for k in ("min_count", "padding_factor", "pipeline_version")}, [raw["train"]],
+               [dict_path, vocab_path], lambda outs: _build_dictionary(raw["train"], outs, min_count, padding_factor))
+    vocab = json.loads(vocab_path.read_text(encoding="utf-8"))
+    check_vocabulary_size(vocab, expected_vocab, str(raw["train"]))
+    dictionary = Dictionary.load(dict_path)
+    for split in SPLITS:
+        unk_allowed = split == "train" or vocab["train_unk"] > 0
+        runner.run(f"binarize-{split}", {"unk_allowed": unk_allowed}, [dict_path, raw[split]],
+                   split_files(out_dir, split),
+                   lambda outs, split=split, ok=unk_allowed: _binarize(raw[split], dictionary, outs, unk_allowed=ok))
+    _write_manifest(out_dir, p, dictionary, vocab)
+    log.info("steps run: %s; skipped: %s", runner.ran or "none", runner.skipped or "none")
+    return out_dir
+
+
+def unigram_cross_entropy(train_ids: np.ndarray, ids: np.ndarray, vocab_size: int) -> float:
+    """Bits per token of ``ids`` under the add-one-smoothed unigram distribution of ``train_ids``."""
+    counts = np.bincount(np.asarray(train_ids, dtype=np.int64), minlength=vocab_size).astype(np.float64)
+    log2_p = np.log2(counts + 1.0) - math.log2(len(train_ids) + vocab_size)      # (V,)
+    return float(-log2_p[np.asarray(ids, dtype=np.int64)].mean())
+
+
+def _write_manifest(out_dir: Path, p: dict, dictionary: Dictionary, vocab: dict) -> None:
+    files = [out_dir / "dict.txt"]
+    streams, stats = {}, {}
+    for split in SPLITS:
+        paths = split_files(out_dir, split)
+        files += paths
+        lines = RaggedArray(paths[0], paths[1])
+        streams[split] = lines.data
+        n_unk = int(np.count_nonzero(np.asarray(lines.data) == UNK))
+        stats[split] = {"lines": len(lines), "tokens": int(len(lines.data)), "unk": n_unk,
+                        "unk_rate": round(n_unk / max(len(lines.data), 1), 6)}
+    unigram = {}
+    for split in ("valid", "test"):
+        bits = unigram_cross_entropy(streams["train"], streams[split], len(dictionary))
+        unigram[split] = {"bits_per_token": round(bits, 6), "ppl": round(2.0 ** bits, 4)}
+    manifest = {
+        "format": FORMAT,
+        "params": p,
+        "splits": list(SPLITS),
+        "vocab_size": len(dictionary),      # model output size: specials + words + padding
+        "vocabulary": vocab,                # word_types, kept_types, train_words, train_unk
+        "stats": stats,
+        "unigram": unigram,
+        "files": {str(f.relative_to(out_dir)): describe_file(f) for f in files},
+    }
+    write_json_atomic(out_dir / MANIFEST, manifest)   # last: its presence means "ready"
+    log.info("vocabulary %d ids; unigram baseline on valid: %.3f bits/token (ppl %.1f)", len(dictionary),
+             unigram["valid"]["bits_per_token"], unigram["valid"]["ppl"])
