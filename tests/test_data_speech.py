@@ -241,7 +241,8 @@ def test_rerun_skips_and_repairs_damage(from_files, caplog):
 
 
 @pytest.mark.slow
-def test_preparation_is_reproducible_and_the_same_on_several_workers(from_files, tmp_path):
+def test_preparation_is_reproducible_and_the_same_on_several_workers(from_files, tmp_path, monkeypatch):
+    monkeypatch.setattr(speech, "PARALLEL_MIN_UTTERANCES", 0)    # use the process pool even for 40 files
     raw = from_files["raw"]
     again = prepare_speech_from_files(raw, tmp_path / "parallel", vocab_size=40, workers=2)
     first, second = speech_manifest(from_files["out"]), speech_manifest(again)

@@ -67,6 +67,9 @@ SPLIT_ORDER = ("train", "valid", "dev_clean", "dev_other")   # then test splits,
 SKIP_REASONS = {"empty_text": "empty transcript", "short": "audio too short",
                 "long": "audio too long for training"}
 LOGGED_SKIPS = 20        # per reason and part; the report lists all
+# Below this many utterances (of a source of known size) one process is faster than starting
+# workers (each imports torch: seconds); a short utterance costs about 1 ms.
+PARALLEL_MIN_UTTERANCES = 5000
 
 
 @dataclass
@@ -79,6 +82,7 @@ class Part:
     params: dict
     inputs: list[Path] = field(default_factory=list)
     expected: int | None = None      # utterance count the source should have (Hub), for a warning
+    size: int | None = None          # utterance count when known in advance (files)
 
     @property
     def is_train(self) -> bool:
@@ -121,8 +125,15 @@ def ordered_parallel_map(function: Callable, items: Iterable, workers: int, *, c
     iterator = iter(items)
     chunks = iter(lambda: list(islice(iterator, chunk_size)), [])
     if workers <= 1:
-        for chunk in chunks:
-            yield from _featurize_chunk_with(function, chunk, kwargs)
+        import torch
+
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)   # per-utterance tensors are small: threads only cost (10x on a busy machine)
+        try:
+            for chunk in chunks:
+                yield from _featurize_chunk_with(function, chunk, kwargs)
+        finally:
+            torch.set_num_threads(threads)
         return
     pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=_init_worker)
     try:
@@ -147,6 +158,8 @@ def _extract_part(part: Part, outs: list[Path], *, workers: int, min_frames: int
     skipped: list[dict] = []
     frames_kept = 0
     options = dict(is_train=part.is_train, min_frames=min_frames, max_train_frames=max_train_frames)
+    if part.size is not None and part.size < PARALLEL_MIN_UTTERANCES:
+        workers = 1
     with RaggedAppender(outs[0], outs[1], np.float16, (NUM_MEL_BINS,)) as features, \
             RaggedAppender(outs[2], outs[3], np.uint8) as texts, RaggedAppender(outs[4], outs[5], np.uint8) as uids:
         for uid, name, status, payload, frames, text in ordered_parallel_map(
@@ -317,7 +330,7 @@ def prepare_speech_from_files(raw_dir: str | Path, out_dir: str | Path, *, vocab
         utterances = read_tsv_split(raw_dir, split)       # checks header and files before any work
         audio_files = sorted({Path(u[1]) for u in utterances})
         parts.append(Part(split, split, lambda u=utterances: u, {"source": "files", "split": split},
-                          [raw_dir / f"{split}.tsv", *audio_files]))
+                          [raw_dir / f"{split}.tsv", *audio_files], size=len(utterances)))
     source = {"kind": "files", "digests": {
         str(path.relative_to(raw_dir)) if path.is_relative_to(raw_dir) else str(path): file_digest(path)
         for part in parts for path in part.inputs}}

@@ -1,7 +1,10 @@
 r"""A synthetic spoken-word corpus for the ``tiny`` scale: real audio files, generated in seconds.
 
-Each utterance says 2-4 words drawn from a 36-word vocabulary. A word is "pronounced" letter by
-letter, each letter a short formant-like sound (a crude source-filter model of speech):
+Each utterance says 2-3 words of a 36-word vocabulary (numbers, colours, animals, a few verbs,
+directions and answers) following one of a few sentence patterns (``three red dog``, ``go left``,
+``yes blue cat``, ...: :data:`PATTERNS`), so, as in real speech, the decoder can learn which words
+follow which but must hear which number, colour or animal was said. A word is "pronounced"
+letter by letter, each letter a short formant-like sound (a crude source-filter model of speech):
 
 .. math:: s(t) = \sum_k \Big[ G\big(f_k; F_1(t)\big) + G\big(f_k; F_2(t)\big) \Big] \sin(2\pi f_k t + \phi_k),
           \qquad G(f; F) = e^{-(f - F)^2 / (2 b^2)}
@@ -16,7 +19,7 @@ Every utterance gets its own "speaker" and conditions: pitch :math:`f_0 \in [90,
 formants scaled by :math:`[0.9, 1.1]` (vocal tract length), speaking rate :math:`[0.85, 1.2]`,
 per-letter duration jitter, pauses between words, white noise at 10-30 dB SNR and a random gain.
 All energy stays below 3.8 kHz, so a file written at 8 kHz carries the same words as one at
-16 kHz. Words that share letters share sounds (``seven``/``eleven``), as real words share phones,
+16 kHz. Words that share letters share sounds (``one``/``nine``/``no``), as real words share phones,
 so the acoustic model and the SentencePiece pieces have sub-word structure to find.
 
 Everything is deterministic for a seed (each utterance draws from ``default_rng([seed, split,
@@ -39,9 +42,7 @@ from .speech import prepare_speech_from_files
 log = logging.getLogger("b2t_lib.data")
 
 GENERATOR_VERSION = 1    # bump when the sounds change, so generated corpora are rebuilt
-# The vocabulary, by word class, and the sentence patterns utterances follow: a tiny grammar, so
-# that (as in real speech) the decoder can learn which words may follow which, but must still hear
-# which number, colour or animal was said.
+# The vocabulary, by word class, and the sentence patterns utterances follow (a tiny grammar).
 WORD_CLASSES = {
     "number": "zero one two three four five six seven eight nine".split(),
     "color": "red green blue black white yellow pink brown".split(),
@@ -199,7 +200,7 @@ def write_synthetic_speech(raw_dir: str | Path, *, n_train: int = 2000, n_valid:
 
 
 def prepare_synthetic_asr(data_dir: str | Path, *, raw_dir: str | Path | None = None, n_train: int = 2000,
-                          n_valid: int = 100, n_test: int = 100, seed: int = 1, vocab_size: int = 64,
+                          n_valid: int = 100, n_test: int = 100, seed: int = 1, vocab_size: int = 48,
                           workers: int | None = None, **corpus_options) -> Path:
     """Generate the corpus (into ``raw_dir``, default ``data_dir/raw``) and prepare it through
     :func:`b2t_lib.data.speech.prepare_speech_from_files`, the path real local data takes."""
