@@ -131,7 +131,7 @@ def ordered_parallel_map(function: Callable, items: Iterable, workers: int, *, c
         torch.set_num_threads(1)   # per-utterance tensors are small: threads only cost (10x on a busy machine)
         try:
             for chunk in chunks:
-                yield from _featurize_chunk_with(function, chunk, kwargs)
+                yield from _apply_to_chunk(function, chunk, kwargs)
         finally:
             torch.set_num_threads(threads)
         return
@@ -139,7 +139,7 @@ def ordered_parallel_map(function: Callable, items: Iterable, workers: int, *, c
     try:
         pending: deque = deque()
         for chunk in chunks:
-            pending.append(pool.submit(_featurize_chunk_with, function, chunk, kwargs))
+            pending.append(pool.submit(_apply_to_chunk, function, chunk, kwargs))
             if len(pending) >= 2 * workers:
                 yield from pending.popleft().result()
         while pending:
@@ -148,7 +148,7 @@ def ordered_parallel_map(function: Callable, items: Iterable, workers: int, *, c
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _featurize_chunk_with(function: Callable, chunk: list, kwargs: dict) -> list:
+def _apply_to_chunk(function: Callable, chunk: list, kwargs: dict) -> list:
     return [function(item, **kwargs) for item in chunk]
 
 
