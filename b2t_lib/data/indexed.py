@@ -81,3 +81,58 @@ class RaggedArray:
     def text(self, i: int) -> str:
         """Row ``i`` decoded as UTF-8 (for arrays that store raw text bytes)."""
         return bytes(self[i]).decode("utf-8")
+
+
+class RaggedAppender:
+    """Write side for rows whose number and lengths are not known in advance (a stream).
+
+    Same files as :func:`write_ragged`, but rows are appended as they come, so a streamed data set
+    is written in one pass without holding it. Rows may have a fixed trailing shape
+    (``row_shape=(80,)``: each row is a ``(frames, 80)`` matrix; offsets then count frames).
+    The ``.npy`` header is written first with a zero length and rewritten by :meth:`close` with
+    the final one; numpy pads headers so that the length field can grow in place (the same
+    header size for any row count), which :meth:`close` checks.
+    """
+
+    def __init__(self, data_path: Path, offsets_path: Path, dtype: np.dtype, row_shape: tuple[int, ...] = ()) -> None:
+        self.data_path, self.offsets_path = Path(data_path), Path(offsets_path)
+        self.dtype, self.row_shape = np.dtype(dtype), tuple(row_shape)
+        self.lengths: list[int] = []
+        self._file = open(self.data_path, "wb")
+        self._write_header(0)
+        self._data_start = self._file.tell()
+
+    def _write_header(self, rows: int) -> None:
+        header = {"descr": np.lib.format.dtype_to_descr(self.dtype), "fortran_order": False,
+                  "shape": (rows, *self.row_shape)}
+        np.lib.format.write_array_header_1_0(self._file, header)
+
+    def append(self, row) -> None:
+        row = np.frombuffer(row, dtype=np.uint8) if isinstance(row, bytes) else np.asarray(row, dtype=self.dtype)
+        if row.shape[1:] != self.row_shape:
+            raise ValueError(f"row of shape {row.shape} does not end in the row shape {self.row_shape}")
+        self._file.write(np.ascontiguousarray(row, dtype=self.dtype).tobytes())
+        self.lengths.append(len(row))
+
+    def close(self) -> None:
+        """Finish the header and write the offsets; the files are then readable by :class:`RaggedArray`."""
+        if self._file.closed:
+            return
+        self._file.seek(0)
+        self._write_header(sum(self.lengths))
+        if self._file.tell() != self._data_start:
+            raise RuntimeError(f"the .npy header of {self.data_path} changed size; this is a bug")
+        self._file.close()
+        offsets = np.zeros(len(self.lengths) + 1, dtype=np.int64)
+        np.cumsum(np.asarray(self.lengths, dtype=np.int64), out=offsets[1:])
+        with open(self.offsets_path, "wb") as f:
+            np.save(f, offsets)
+
+    def __enter__(self) -> "RaggedAppender":
+        return self
+
+    def __exit__(self, exc_type, *_) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self._file.close()
