@@ -3,7 +3,6 @@ import math
 
 import numpy as np
 import pytest
-import torch
 
 from b2t_lib.diagnostics import (b2t_no_ln_backward_terms, b2t_no_ln_critical_width, b2t_no_ln_layer_factor,
                                  default_batch, gradient_paths, init_gradient_profile, init_model)

@@ -7,8 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..layers import DecoderLayer, EncoderLayer
-from ..utils import seed_everything
+from .. import DecoderLayer, EncoderLayer, seed_everything
 from ._core import Wrong, call, diagnose, exercise, seeded
 
 D_MODEL, N_HEADS, D_FF = 16, 4, 32

@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 
 from ..diagnostics import cosine_similarity_matrix, default_batch, init_model
-from ._core import Wrong, as_tensor, call, diagnose, exercise, seeded
+from ._core import as_tensor, call, diagnose, exercise, seeded
 
 
 @exercise("4.1", "the layer similarity matrix")
@@ -69,7 +69,8 @@ def check_similarity_prediction(fn) -> str:
             handle.remove()
     real = batch["src_tokens"].ne(model.cfg.pad_idx)
     final = outputs[-1][real].double()
-    predicted = [float(as_tensor(fn(y[real].double().norm(dim=-1), final.norm(dim=-1)), "").mean()) for y in outputs[:3]]
+    predicted = [float(as_tensor(call(fn, y[real].double().norm(dim=-1), final.norm(dim=-1), what="your function"),
+                                 "your prediction").mean()) for y in outputs[:3]]
     measured = torch.as_tensor(cosine_similarity_matrix(outputs, real))[:3, -1].tolist()
     return ("6L Pre-LN at initialization, layers 1-3 against layer 6: predicted "
             + ", ".join(f"{p:.2f}" for p in predicted) + "; measured " + ", ".join(f"{m:.2f}" for m in measured))

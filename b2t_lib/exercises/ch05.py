@@ -7,8 +7,7 @@ import torch
 
 from ..diagnostics import (b2t_no_ln_critical_width, final_sum_jacobians, init_gradient_profile, jacobian,
                            module_layer_norm_jacobian)
-from ..layers import DecoderLayer
-from ..utils import seed_everything
+from .. import DecoderLayer, seed_everything
 from ..variants import b2t_no_ln_alpha
 from ._core import Wrong, as_tensor, call, diagnose, exercise, seeded
 from .ch01 import check_wiring, post_ln, randomize_norms, wiring_cases
@@ -139,7 +138,7 @@ def check_critical_width(fn) -> str:
         ]
         diagnose(got.reshape(()), torch.tensor(expected), mistakes, f"your d* (N = {num_layers}, kappa = {kappa})",
                  rtol=1e-6, atol=0.0)
-    d_star = float(as_tensor(fn(18, 0.45), ""))
+    d_star = float(as_tensor(call(fn, 18, 0.45, what="your function"), "your d*"))
     below, above = _measured_bottom_to_top(18, 192), _measured_bottom_to_top(18, 256)
     return (f"for 18L-18L with kappa = 0.45, d* = {d_star:.0f}; measured decoder bottom/top at initialization: "
             f"d = 192 -> {below:.2f} (grows), d = 256 -> {above:.2f} (shrinks)")
