@@ -31,3 +31,56 @@ def test_notebook_is_committed_executed(path):
     errors = [o for c in code_cells for o in c.get("outputs", []) if o.get("output_type") == "error"
               and "NBVAL_RAISES_EXCEPTION" not in "".join(c["source"])]
     assert not errors, f"{path.name} stores error output(s)"
+
+
+# --- nbval markers -------------------------------------------------------------------------------------------------
+# nbval 0.11 (nbval/plugin.py, find_comment_markers) reads a marker from a line that, stripped, starts with "#" and,
+# with every leading "#" and the surrounding blanks removed, *equals* a key of its `comment_markers`. A marker with
+# an explanation on the same line, or at the end of a code line, is silently ignored: the cell is then compared
+# (or run) as if it had no marker.
+NBVAL_MARKERS = {"NBVAL_IGNORE_OUTPUT", "NBVAL_SKIP", "NBVAL_RAISES_EXCEPTION", "NBVAL_CHECK_OUTPUT"}
+
+
+def unrecognised_markers(source: str) -> list[str]:
+    """Lines with a comment that looks like a marker (``NBVAL``, or ``nbval_`` in any case) but is not one nbval
+    recognises. The plain word "nbval" in prose is not a marker."""
+    bad = []
+    for line in source.splitlines():
+        if "#" not in line or not ("NBVAL" in line or "nbval_" in line.lower()):
+            continue
+        stripped = line.strip()
+        if not (stripped.startswith("#") and stripped.lstrip("#").strip() in NBVAL_MARKERS):
+            bad.append(line)
+    return bad
+
+
+def test_our_marker_set_is_nbvals():
+    from nbval.plugin import comment_markers
+
+    assert {k for k in comment_markers if "NBVAL" in k} == NBVAL_MARKERS, \
+        "nbval's markers changed: update NBVAL_MARKERS and unrecognised_markers to its new rule"
+
+
+@pytest.mark.parametrize("line", [
+    "# NBVAL_IGNORE_OUTPUT", "#NBVAL_SKIP", "## NBVAL_RAISES_EXCEPTION", "   # NBVAL_CHECK_OUTPUT  ",
+    "# NBVAL_IGNORE_OUTPUT  (what it shows depends on your runs)", "x = f()  # NBVAL_SKIP", "# nbval_skip",
+    "# NBVAL_IGNORE_OUTPUTS", "# NBVAL_IGNORE_OUTPUT: timings", "# NBVAL IGNORE OUTPUT",
+])
+def test_the_marker_rule_agrees_with_nbval(line):
+    from nbval.plugin import find_comment_markers
+
+    recognised_by_nbval = bool(list(find_comment_markers(line)))
+    assert (not unrecognised_markers(line)) == recognised_by_nbval, line
+
+
+def test_prose_that_names_nbval_is_not_a_marker():
+    assert not unrecognised_markers("# the output depends on your runs, so nbval does not compare it")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_every_nbval_marker_is_one_nbval_recognises(path):
+    notebook = json.loads(path.read_text())
+    bad = [(index, line.strip()) for index, cell in enumerate(notebook["cells"]) if cell["cell_type"] == "code"
+           for line in unrecognised_markers("".join(cell["source"]))]
+    assert not bad, (f"{path.name}: nbval ignores these marker comments (cell index, line): {bad}. A marker must be "
+                     "the whole comment line, e.g. `# NBVAL_IGNORE_OUTPUT`; put the explanation on the next line")

@@ -71,8 +71,16 @@ def layer_output_similarity(model: nn.Module, batch: dict, stack: str = "encoder
 
     tokens = batch["src_tokens"] if stack == "encoder" else batch["prev_output_tokens"]
     real = tokens.ne(model.cfg.pad_idx if hasattr(model, "cfg") else 1)  # (batch, time)
-    # unit vectors of the real tokens only: (num_layers, num_real_tokens, d_model)
-    units = torch.stack([nn.functional.normalize(y[real].double(), dim=-1) for y in outputs])
-    cosines = torch.einsum("itd,jtd->ijt", units, units)  # (num_layers, num_layers, num_real_tokens)
     variant = model.cfg.variant if hasattr(model, "cfg") else "?"
-    return LayerSimilarity(variant=variant, stack=stack, matrix=cosines.mean(dim=-1).numpy())
+    return LayerSimilarity(variant=variant, stack=stack, matrix=cosine_similarity_matrix(outputs, real))
+
+
+def cosine_similarity_matrix(outputs: list[torch.Tensor], real: torch.Tensor) -> np.ndarray:
+    r""":math:`S_{ij}`, the mean over real tokens of the cosine between layer outputs ``outputs[i]`` and ``outputs[j]``.
+
+    ``outputs``: one (batch, time, d_model) tensor per layer; ``real``: (batch, time), True at non-padding tokens.
+    """
+    # unit vectors of the real tokens only: (num_layers, num_real_tokens, d_model)
+    units = torch.stack([nn.functional.normalize(y[real].detach().double(), dim=-1) for y in outputs])
+    cosines = torch.einsum("itd,jtd->ijt", units, units)  # (num_layers, num_layers, num_real_tokens)
+    return cosines.mean(dim=-1).numpy()

@@ -1,0 +1,325 @@
+"""Every exercise checker accepts its reference solution and rejects realistic wrong answers, saying what is wrong.
+
+The solutions live in ``notebooks/solutions/``. A checker that accepted everything would fail here: each one is run
+on at least one wrong answer, and the test requires the specific message for that mistake.
+"""
+import importlib.util
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from b2t_lib.exercises import EXERCISES, NOT_SOLVED, SOLVED, WRONG, CheckResult
+
+SOLUTIONS = Path(__file__).resolve().parents[1] / "notebooks" / "solutions"
+
+
+def load(chapter: str):
+    spec = importlib.util.spec_from_file_location(f"solutions_{chapter}", SOLUTIONS / f"{chapter}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+ch01, ch02, ch03, ch04, ch05 = (load(f"ch0{i}") for i in range(1, 6))
+
+
+def stub(*args):
+    raise NotImplementedError
+
+
+class StubLayer(nn.Module):
+    def __init__(self, d_model, n_heads, d_ff):
+        super().__init__()
+        raise NotImplementedError
+
+
+# --- wrong answers, one realistic mistake each ------------------------------------------------------------------
+
+def post_ln_as_pre_ln(x, sublayers):
+    for branch, norm in sublayers:
+        x = x + branch(norm(x))
+    return x
+
+
+def pre_ln_normalizing_the_output(x, sublayers):
+    for branch, norm in sublayers:
+        x = x + norm(branch(x))
+    return x
+
+
+def post_ln_two_sublayers(x, sublayers):
+    (b1, n1), (b2, n2) = sublayers[0], sublayers[1]  # written for the encoder only
+    x = n1(x + b1(x))
+    return n2(x + b2(x))
+
+
+class PostLNUnscaled(ch01.PostLNEncoderLayer):
+    def attention(self, x):
+        batch, time, d_model = x.shape
+        q, k, v = (proj(x).view(batch, time, self.n_heads, self.d_head).transpose(1, 2)
+                   for proj in (self.q_proj, self.k_proj, self.v_proj))
+        weights = torch.softmax(q @ k.transpose(-1, -2), dim=-1)  # forgot / sqrt(d_head)
+        return self.out_proj((weights @ v).transpose(1, 2).reshape(batch, time, d_model))
+
+
+class PostLNSingleHead(ch01.PostLNEncoderLayer):
+    def attention(self, x):
+        q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
+        weights = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(x.shape[-1]), dim=-1)
+        return self.out_proj(weights @ v)
+
+
+class PostLNWiredAsPreLN(ch01.PostLNEncoderLayer):
+    def forward(self, x):
+        x = x + self.attention(self.self_attn_layer_norm(x))
+        return x + self.fc2(F.relu(self.fc1(self.final_layer_norm(x))))
+
+
+class PostLNBadNames(nn.Module):
+    def __init__(self, d_model, n_heads, d_ff):
+        super().__init__()
+        self.query = nn.Linear(d_model, d_model)
+
+
+def ln_jacobian_without_gamma(x, gamma, eps=1e-5):
+    return ch02.ln_jacobian(x, torch.ones_like(gamma), eps)
+
+
+def ln_jacobian_gamma_on_columns(x, gamma, eps=1e-5):
+    return ch02.ln_jacobian(x, torch.ones_like(gamma), eps) @ torch.diag(gamma)
+
+
+def ln_jacobian_unbiased_variance(x, gamma, eps=1e-5):
+    d = x.numel()
+    sigma = torch.sqrt(x.var() + eps)  # torch's default: unbiased
+    n = (x - x.mean()) / sigma
+    return torch.diag(gamma) @ (torch.eye(d, dtype=x.dtype) - 1 / d - torch.outer(n, n) / d) / sigma
+
+
+def ln_jacobian_without_sigma_term(x, gamma, eps=1e-5):
+    d = x.numel()
+    sigma = torch.sqrt(x.var(unbiased=False) + eps)
+    return torch.diag(gamma) @ (torch.eye(d, dtype=x.dtype) - 1 / d) / sigma
+
+
+def ln_factor_mean_sigma(sigmas, d):
+    return math.sqrt((d - 2) / d) / float(sigmas.mean())
+
+
+def ln_factor_mean_inverse(sigmas, d):
+    return math.sqrt((d - 2) / d) * float((1 / sigmas).mean())
+
+
+def ln_factor_without_projection(sigmas, d):
+    return float(sigmas.pow(-2).mean().sqrt())
+
+
+def norms_top_first(model, batch):
+    return ch03.decoder_gradient_norms(model, batch)[::-1]
+
+
+def norms_hooks_left(model, batch):
+    outputs = []
+    for layer in model.decoder.layers:
+        layer.register_forward_hook(lambda module, args, output: outputs.append(output))
+    from b2t_lib.diagnostics import model_loss
+    loss = model_loss(model, batch)
+    return [float(g.norm()) for g in torch.autograd.grad(loss, outputs)]
+
+
+def norms_per_token(model, batch):
+    return [n / math.sqrt(batch["target"].numel()) for n in ch03.decoder_gradient_norms(model, batch)]
+
+
+def decay_from_deepest_point(depths, ratios):
+    return ratios[-1] ** (1 / (depths[-1] - 1))
+
+
+def decay_slope_only(depths, ratios):
+    return np.polyfit(depths, np.log(ratios), 1)[0]
+
+
+def similarity_with_padding(outputs, padding_mask):
+    return ch04.similarity_matrix(outputs, torch.zeros_like(padding_mask))
+
+
+def similarity_flattened(outputs, padding_mask):
+    flat = torch.stack([y[~padding_mask].flatten() for y in outputs])
+    flat = flat / flat.norm(dim=1, keepdim=True)
+    return flat @ flat.T
+
+
+def similarity_squared(norm_i, norm_final):
+    return (norm_i / norm_final) ** 2
+
+
+def b2t_added_after_the_norm(x, sublayers):
+    return ch01.post_ln_forward(x, sublayers) + x
+
+
+def b2t_forgot_x_inp(x, sublayers):
+    return ch01.post_ln_forward(x, sublayers)
+
+
+def b2t_adds_x_ffn(x, sublayers):
+    for branch, norm in sublayers[:-1]:
+        x = norm(x + branch(x))
+    branch, norm = sublayers[-1]
+    return norm(x + x + branch(x))
+
+
+def eq8_post_ln(J_sa, J_ln_sa, J_ca, J_ln_ca, J_ffn):
+    I = torch.eye(J_sa.shape[0], dtype=J_sa.dtype)
+    inner = J_ln_ca @ (I + J_ca) @ J_ln_sa @ (I + J_sa)
+    return inner + J_ffn @ inner
+
+
+def eq8_encoder_formula(J_sa, J_ln_sa, J_ca, J_ln_ca, J_ffn):
+    I = torch.eye(J_sa.shape[0], dtype=J_sa.dtype)
+    inner = J_ln_sa @ (I + J_sa)
+    return I + inner + J_ffn @ inner
+
+
+def eq8_ffn_not_chained(J_sa, J_ln_sa, J_ca, J_ln_ca, J_ffn):
+    I = torch.eye(J_sa.shape[0], dtype=J_sa.dtype)
+    return I + J_ln_ca @ (I + J_ca) @ J_ln_sa @ (I + J_sa) + J_ffn
+
+
+def critical_width_heuristic(num_layers, kappa):
+    from b2t_lib.variants import b2t_no_ln_alpha
+    return (1 - b2t_no_ln_alpha(num_layers)) ** -5
+
+
+def critical_width_linear(num_layers, kappa):
+    from b2t_lib.variants import b2t_no_ln_alpha
+    return ((1 - b2t_no_ln_alpha(num_layers)) / (1 + kappa)) ** -5
+
+
+# exercise -> (checker, the solution's arguments, the stub's arguments, [(wrong arguments, expected message part)])
+CASES = {
+    "1.1": ((ch01.post_ln_forward, ch01.pre_ln_forward), (stub, stub), [
+        ((post_ln_as_pre_ln, ch01.pre_ln_forward), "post_ln_forward computes Pre-LN"),
+        ((ch01.post_ln_forward, pre_ln_normalizing_the_output), "normalizes the branch's output"),
+        ((post_ln_two_sublayers, ch01.pre_ln_forward), "stops after two of the decoder's three"),
+        ((ch01.post_ln_forward, ch01.post_ln_forward), "pre_ln_forward computes Post-LN"),
+    ]),
+    "1.2": ((ch01.PostLNEncoderLayer,), (StubLayer,), [
+        ((PostLNUnscaled,), "scores are not scaled"),
+        ((PostLNSingleHead,), "uses one head"),
+        ((PostLNWiredAsPreLN,), "wired as Pre-LN"),
+        ((PostLNBadNames,), "needs a module `q_proj`"),
+    ]),
+    "2.1": ((ch02.ln_jacobian,), (stub,), [
+        ((ln_jacobian_without_gamma,), "correct for gamma = 1 but not for a non-constant gamma: did you forget diag(gamma)?"),
+        ((ln_jacobian_gamma_on_columns,), "gamma multiplies the wrong side"),
+        ((ln_jacobian_unbiased_variance,), "biased variance"),
+        ((ln_jacobian_without_sigma_term,), "the -n n^T / d term is missing"),
+    ]),
+    "2.2": ((ch02.ln_gradient_factor,), (stub,), [
+        ((ln_factor_mean_sigma,), "one sigma (the mean) for all tokens"),
+        ((ln_factor_mean_inverse,), "norms add in squares"),
+        ((ln_factor_without_projection,), "removes 2 of the d directions"),
+    ]),
+    "3.1": ((ch03.decoder_gradient_norms,), (stub,), [
+        ((norms_top_first,), "top layer first"),
+        ((norms_hooks_left,), "left 4 hook(s)"),
+        ((norms_per_token,), "the reference times"),
+    ]),
+    "3.2": ((ch03.decay_factor,), (stub,), [
+        ((decay_from_deepest_point,), "deepest point alone"),
+        ((decay_slope_only,), "c = exp(slope)"),
+    ]),
+    "4.1": ((ch04.similarity_matrix,), (stub,), [
+        ((similarity_with_padding,), "over the padding positions too"),
+        ((similarity_flattened,), "whole flattened outputs"),
+    ]),
+    "4.2": ((ch04.predicted_similarity,), (stub,), [
+        ((similarity_squared,), "ratio of squared norms"),
+    ]),
+    "5.1": ((ch05.b2t_forward,), (stub,), [
+        ((b2t_forgot_x_inp,), "that is Post-LN"),
+        ((b2t_added_after_the_norm,), "after the last LayerNorm"),
+        ((b2t_adds_x_ffn,), "added x_ffn twice"),
+    ]),
+    "5.2": ((ch05.decoder_eq8,), (stub,), [
+        ((eq8_post_ln,), "identity term is missing"),
+        ((eq8_encoder_formula,), "left out the cross-attention"),
+        ((eq8_ffn_not_chained,), "must be chained"),
+    ]),
+    "5.3": ((ch05.critical_width,), (stub,), [
+        ((critical_width_heuristic,), "alpha + beta < 1 heuristic"),
+        ((critical_width_linear,), "the squares add"),
+    ]),
+}
+
+
+def test_every_exercise_is_tested_with_a_solution_and_wrong_answers():
+    assert set(CASES) == set(EXERCISES), "each registered exercise needs a solution and wrong answers here"
+    assert all(len(wrong) >= 1 for _, _, wrong in CASES.values())
+
+
+@pytest.mark.parametrize("exercise_id", sorted(CASES))
+def test_the_solution_is_accepted(exercise_id):
+    solution, _, _ = CASES[exercise_id]
+    result = EXERCISES[exercise_id].check(*solution)
+    assert isinstance(result, CheckResult)
+    assert result.status == SOLVED, result
+    assert repr(result).startswith(f"Exercise {exercise_id} (") and "\n" not in repr(result)
+
+
+@pytest.mark.parametrize("exercise_id", sorted(CASES))
+def test_the_stub_is_not_solved_yet_and_says_so_in_one_line(exercise_id):
+    _, stubs, _ = CASES[exercise_id]
+    result = EXERCISES[exercise_id].check(*stubs)
+    assert result.status == NOT_SOLVED
+    assert "\n" not in repr(result) and "not solved yet" in repr(result)
+
+
+@pytest.mark.parametrize("exercise_id,index", [(k, i) for k, (_, _, wrong) in sorted(CASES.items()) for i in range(len(wrong))])
+def test_a_wrong_answer_is_rejected_with_what_is_wrong(exercise_id, index):
+    answer, message = CASES[exercise_id][2][index]
+    result = EXERCISES[exercise_id].check(*answer)
+    assert result.status == WRONG, f"exercise {exercise_id} accepted a wrong answer: {result}"
+    assert message in result.message, result
+    assert "\n" not in repr(result)
+
+
+@pytest.mark.parametrize("exercise_id", sorted(CASES))
+def test_an_answer_that_crashes_is_wrong_not_an_error(exercise_id):
+    def crash(*args):
+        raise ValueError("shape mismatch\nsecond line")
+
+    class Crash(nn.Module):
+        def __init__(self, *args):
+            super().__init__()
+            raise ValueError("shape mismatch\nsecond line")
+
+    arity = len(CASES[exercise_id][0])
+    answer = (Crash,) if exercise_id == "1.2" else (crash,) * arity
+    result = EXERCISES[exercise_id].check(*answer)
+    assert result.status == WRONG and "raised ValueError: shape mismatch" in result.message
+    assert "second line" not in result.message
+
+
+def test_checkers_leave_the_global_random_state_alone():
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    EXERCISES["1.2"].check(ch01.PostLNEncoderLayer)
+    EXERCISES["2.1"].check(ch02.ln_jacobian)
+    assert torch.equal(torch.rand(3), expected)
+
+
+def test_solutions_import_from_the_notebooks_folder(monkeypatch):
+    monkeypatch.syspath_prepend(str(SOLUTIONS.parent))
+    for name in [m for m in sys.modules if m == "solutions" or m.startswith("solutions.")]:
+        monkeypatch.delitem(sys.modules, name)
+    module = importlib.import_module("solutions.ch05")
+    assert callable(module.critical_width)
+
