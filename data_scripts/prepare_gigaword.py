@@ -56,7 +56,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                      help="number of BPE symbols instead (alphabet + merges)")
     parser.add_argument("--max-len", type=int, default=None,
                         help="drop training pairs whose article or headline has more tokens than this "
-                             "(default: keep all; Gigaword's articles are at most ~100 tokens)")
+                             "(default: keep all; Rush et al. kept Gigaword training articles under 100 words)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the --max-pairs subset (default: 0)")
     parser.add_argument("--workers", type=int, default=None,
                         help="tokenizer processes for --from-files normalization (default: all cores)")

@@ -9,6 +9,7 @@ import json
 import logging
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -270,7 +271,7 @@ def test_no_normalize_keeps_the_text_as_given(files_run, tmp_path):
 def _break_misaligned(raw: Path) -> str:
     lines = (raw / "valid.headline").read_text().splitlines()
     _write(raw / "valid.headline", lines[:-1])
-    return (rf"valid.article has {len(lines)} lines but .*valid.headline has {len(lines) - 1}: the files must "
+    return (rf"valid.article has {len(lines)} lines but .*valid.headline has {len(lines) - 1} lines: the files must "
             rf"be aligned line by line \(line {len(lines)} of .*valid.article has no partner\)")
 
 
@@ -325,7 +326,6 @@ def test_bad_inputs_fail_with_file_and_line_and_leave_prepared_data_untouched(fi
     assert _load_cli().main(args) == 2
     message = capsys.readouterr().err
     assert "cannot prepare headline data" in message
-    import re
     assert re.search(expected, message), message
     assert _snapshot(out) == before                        # the prepared data set was not touched
     assert len(load_translation_split(out, "test")) == len(files_run["raw"]["test"])
@@ -343,7 +343,7 @@ def test_check_headline_files_lists_every_problem(tmp_path):
         check_headline_files(tmp_path)
     message = str(info.value)
     for expected in ("extra.headline has no partner", "train.headline, line 2 is blank",
-                     "valid.article has 1 lines but", "line 2 of", "test.article, line 2: not UTF-8 (byte 0xff"):
+                     "valid.article has 1 line but", "line 2 of", "test.article, line 2: not UTF-8 (byte 0xff"):
         assert expected in message, message
     with pytest.raises(HeadlineFileError, match="is not a folder"):
         check_headline_files(tmp_path / "nowhere")

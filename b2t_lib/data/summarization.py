@@ -31,6 +31,10 @@ class HeadlineFileError(ValueError):
     """Input files that cannot be prepared; the message lists every problem found."""
 
 
+def _lines(n: int) -> str:
+    return f"{n} line" if n == 1 else f"{n} lines"
+
+
 def _check_text_file(path: Path, problems: list[str]) -> int | None:
     """Number of lines of ``path``, or ``None`` after recording why it cannot be used.
 
@@ -93,7 +97,7 @@ def check_headline_files(folder: str | Path) -> list[str]:
         n_headline = _check_text_file(headline, problems)
         if n_article is not None and n_headline is not None and n_article != n_headline:
             longer = article if n_article > n_headline else headline
-            problems.append(f"{article} has {n_article} lines but {headline} has {n_headline}: the files "
+            problems.append(f"{article} has {_lines(n_article)} but {headline} has {_lines(n_headline)}: the files "
                             f"must be aligned line by line (line {min(n_article, n_headline) + 1} of "
                             f"{longer} has no partner)")
     if problems:

@@ -166,7 +166,7 @@ def headline_splits(*, n_train: int, n_valid: int, n_test: int, seed: int) -> di
 
 
 def prepare_synthetic_summarization(out_dir: str | Path, *, n_train: int = 20_000, n_valid: int = 500,
-                                    n_test: int = 500, seed: int = 0, bpe_vocab_size: int = 400,
+                                    n_test: int = 500, seed: int = 0, bpe_vocab_size: int = 500,
                                     workers: int | None = None) -> Path:
     """Generate the synthetic headline corpus in ``out_dir/raw`` and prepare it like Gigaword.
 
