@@ -237,7 +237,8 @@ def prepare_translation_data(raw_dir: str | Path, out_dir: str | Path, *, src_la
     seg = {s: [work / "bpe" / f"{s}.{lang}" for lang in langs] for s in splits}
     codes, dict_path = out_dir / "bpe.codes", out_dir / "dict.txt"
 
-    token_keys = ("src_lang", "tgt_lang", "aggressive_dash_splits") + tuple(k for k in _MT_DEFAULTS if k in step_params)
+    token_keys = ("src_lang", "tgt_lang", "aggressive_dash_splits")
+    token_keys += tuple(k for k in _MT_DEFAULTS if k in step_params)   # only when not MT's default
     for s in splits:
         keys = token_keys + (("max_pairs", "seed", "min_len", "max_len", "max_ratio") if s == "train" else ())
         runner.run(f"tokenize-{s}", {k: step_params[k] for k in keys}, raw[s], tok[s] + text[s],
