@@ -8,6 +8,11 @@ pairs with target :math:`y = (y_1, \\dots, y_T)` the decoder is trained with tea
 so ``target`` is :math:`(y_1, \\dots, y_T, \\texttt{</s>})` and the decoder input
 ``prev_output_tokens`` is the same sequence shifted right by one, starting with ``</s>``
 (fairseq starts decoding from EOS, not BOS).
+
+The same class serves headline generation (article -> headline): the manifest's ``tokenizer``
+decides how :meth:`TranslationDataset.encode` tokenizes raw text and whether
+:meth:`TranslationDataset.decode` Moses-detokenizes (MT) or only removes BPE (headlines, which
+are scored as tokenized text against tokenized references).
 """
 from __future__ import annotations
 
@@ -25,22 +30,23 @@ from .dictionary import Dictionary
 from .indexed import RaggedArray
 from .prepare import MANIFEST, manifest_problem, split_files
 from .steps import clear_digest_cache, read_json
-from .text import moses_detokenize, moses_tokenize
+from .text import moses_detokenize, tokenize_line
 
 
 def _manifest(data_dir: Path) -> dict:
     manifest = read_json(data_dir / MANIFEST)
     if manifest is None:
         raise FileNotFoundError(
-            f"{data_dir} is not a prepared translation data set (no readable {MANIFEST}): either it was "
-            f"never prepared or the preparation did not finish. Run data_scripts/prepare_wmt14_en_de.py, "
-            f"or prepare_synthetic_mt()/prepare_translation_data(), into that folder")
+            f"{data_dir} is not a prepared data set (no readable {MANIFEST}): either it was never "
+            f"prepared or the preparation did not finish. Run data_scripts/prepare_wmt14_en_de.py or "
+            f"data_scripts/prepare_gigaword.py, or prepare_synthetic_mt()/prepare_synthetic_summarization(), "
+            f"into that folder")
     return manifest
 
 
 def test_split_names(data_dir: str | Path) -> list[str]:
-    """Names of the test sets of a prepared data set (``['test']`` for the synthetic task,
-    ``['newstest2010', ..., 'newstest2016']`` for WMT)."""
+    """Names of the test sets of a prepared data set (``['test']`` for the synthetic tasks and
+    Gigaword, ``['newstest2010', ..., 'newstest2016']`` for WMT)."""
     return list(_manifest(Path(data_dir))["test_splits"])
 
 
@@ -74,6 +80,8 @@ class TranslationDataset:
     def __init__(self, data_dir: Path, split: str, manifest: dict) -> None:
         self.data_dir, self.split, self.manifest = data_dir, split, manifest
         self.src_lang, self.tgt_lang = manifest["src_lang"], manifest["tgt_lang"]
+        # "moses" (MT), "none" or "rush" (headlines); manifests written before the option: moses.
+        self.tokenizer: str = manifest.get("tokenizer", "moses")
         self.dictionary = Dictionary.load(data_dir / "dict.txt")
         src, tgt = (split_files(data_dir, split, lang) for lang in (self.src_lang, self.tgt_lang))
         self.src, self.tgt = RaggedArray(src[0], src[1]), RaggedArray(tgt[0], tgt[1])
@@ -141,15 +149,16 @@ class TranslationDataset:
         """
         lang = lang or self.src_lang
         aggressive = self.manifest["params"]["aggressive_dash_splits"]
-        tokens = moses_tokenize(text, lang, aggressive_dash_splits=aggressive)
+        tokens = tokenize_line(text, lang, self.tokenizer, aggressive_dash_splits=aggressive)
         ids = self.dictionary.encode_line(self._bpe.apply(tokens))
         return ids + [EOS] if append_eos else ids
 
     def decode(self, token_ids, lang: str | None = None) -> str:
-        """Model output ids -> detokenized text, as scored by SacreBLEU.
+        """Model output ids -> text as the metric scores it (SacreBLEU for MT, ROUGE for headlines).
 
         Leading ``<s>``/``</s>`` are skipped, the sequence ends at the next ``</s>``, ``<pad>`` is
-        dropped, then BPE is undone (``@@``) and the Moses tokenization reverted. ``lang``
+        dropped, then BPE is undone (``@@``) and, for Moses-tokenized data (MT), the Moses
+        tokenization reverted; other data stays tokenized, like its references. ``lang``
         defaults to the target language.
         """
         if isinstance(token_ids, torch.Tensor):
@@ -162,16 +171,19 @@ class TranslationDataset:
         if EOS in ids:
             ids = ids[: ids.index(EOS)]
         pieces = self.dictionary.string(i for i in ids if i not in (PAD, BOS))
+        if self.tokenizer != "moses":
+            return remove_bpe(pieces)
         return moses_detokenize(remove_bpe(pieces), lang or self.tgt_lang)
 
     def references(self) -> list[str]:
-        """The raw (untokenized) target lines of this split, aligned with the indices."""
+        """The target lines of this split as the metric compares them, aligned with the indices:
+        raw (untokenized) for MT, the tokenized (normalized) text for headline data."""
         return [self.tgt_raw.text(i) for i in range(len(self))]
 
     def source_text(self, i: int) -> str:
-        """The raw source line of example ``i``."""
+        """The source line of example ``i`` (raw for MT, tokenized for headline data)."""
         return self.src_raw.text(i)
 
     def target_text(self, i: int) -> str:
-        """The raw target line of example ``i``."""
+        """The target line of example ``i`` (raw for MT, tokenized for headline data)."""
         return self.tgt_raw.text(i)

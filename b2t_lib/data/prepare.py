@@ -4,12 +4,19 @@ Input: a folder of raw text files, one sentence per line, aligned by line number
 
     train.{src,tgt}   valid.{src,tgt}   <test-name>.{src,tgt} (one or more test sets)
 
+The same pipeline prepares headline generation data (article -> headline, :mod:`.summarization`):
+there ``tokenizer`` is ``"none"`` (already tokenized Gigaword) or ``"rush"`` (raw text, Rush et
+al. normalization) instead of ``"moses"``, the length-ratio filter is off, and the stored
+reference text is the tokenized text the ROUGE scorer sees (see step 1).
+
 Steps (each restartable, see :mod:`b2t_lib.data.steps`; intermediate files under ``work/``):
 
-1. ``tokenize-<split>``: Moses punctuation normalization + tokenization (:mod:`.text`). For
-   ``train`` also: an optional seeded random subset of ``max_pairs`` pairs, then
-   ``clean-corpus-n`` (1-80 tokens a side, length ratio at most 1.5). The raw lines that survive
-   are kept next to the tokens, aligned, so references stay raw.
+1. ``tokenize-<split>``: Moses punctuation normalization + tokenization (:mod:`.text`; or the
+   tokenizer named by ``tokenizer``). For ``train`` also: an optional seeded random subset of
+   ``max_pairs`` pairs, then ``clean-corpus-n`` (1-80 tokens a side, length ratio at most 1.5).
+   The raw lines that survive are kept next to the tokens, aligned, so references stay raw (with
+   a tokenizer other than Moses the tokenized lines are kept instead: there is no detokenizer, and
+   the scorer compares tokenized text).
 2. ``bpe-learn``: one *joint* BPE on the source and target training text (:mod:`.bpe`).
 3. ``bpe-apply-<split>``: segment every split with those merges.
 4. ``dictionary``: fairseq's joined dictionary over both sides of the segmented training text.
@@ -32,7 +39,7 @@ from .bpe import BPE, learn_bpe, load_codes, save_codes
 from .dictionary import Dictionary
 from .indexed import RaggedArray, token_dtype, write_ragged
 from .steps import StepRunner, clear_digest_cache, describe_file, file_digest, file_problem, read_json, write_json_atomic
-from .text import clean_raw_line, default_workers, keep_pair, tokenize_pairs
+from .text import TOKENIZERS, clean_raw_line, default_workers, keep_pair, tokenize_pairs
 
 log = logging.getLogger("b2t_lib.data")
 
@@ -41,6 +48,12 @@ FORMAT = "b2t-translation-v1"
 # Bump when a step's algorithm changes its output, so data prepared by older code is rebuilt.
 PIPELINE_VERSION = 2   # 2: own deterministic BPE learner (1 used HF tokenizers)
 PARALLEL_MIN_PAIRS = 100_000  # below this, starting worker processes costs more than it saves
+
+
+# Options added after MT data had been prepared, with the values MT uses. They enter the
+# manifest and the step records only when they differ from these, so data prepared before they
+# existed (and MT data prepared now) keeps exactly the same records and is not rebuilt.
+_MT_DEFAULTS = {"tokenizer": "moses"}
 
 
 def find_splits(raw_dir: Path, src_lang: str, tgt_lang: str) -> list[str]:
@@ -74,8 +87,13 @@ def _write_lines(path: Path, lines) -> None:
 
 
 def _count_lines(path: Path) -> int:
+    """Lines as :func:`_read_lines` yields them: a last line without a newline counts too."""
+    n, last = 0, b"\n"
     with open(path, "rb") as f:
-        return sum(block.count(b"\n") for block in iter(lambda: f.read(1 << 20), b""))
+        for block in iter(lambda: f.read(1 << 20), b""):
+            n += block.count(b"\n")
+            last = block[-1:]
+    return n + (last != b"\n")
 
 
 class _Lines:
@@ -107,8 +125,9 @@ def _tokenize_split(raw: list[Path], outs: list[Path], *, is_train: bool, p: dic
                 yield clean_raw_line(s), clean_raw_line(t)
 
     n_lines = int(keep.sum()) if keep is not None else n_src
-    workers = p["workers"] if n_lines >= PARALLEL_MIN_PAIRS else 1
-    tokenized = tokenize_pairs(raw_pairs(), p["src_lang"], p["tgt_lang"],
+    tokenizer = p["tokenizer"]
+    workers = p["workers"] if n_lines >= PARALLEL_MIN_PAIRS and tokenizer != "none" else 1
+    tokenized = tokenize_pairs(raw_pairs(), p["src_lang"], p["tgt_lang"], tokenizer=tokenizer,
                                aggressive_dash_splits=p["aggressive_dash_splits"], workers=workers)
     files = [open(o, "w", encoding="utf-8", newline="\n") for o in outs]
     kept = total = 0
@@ -119,7 +138,10 @@ def _tokenize_split(raw: list[Path], outs: list[Path], *, is_train: bool, p: dic
                                           max_len=p["max_len"], max_ratio=p["max_ratio"]):
                 continue
             kept += 1
-            for f, line in zip(files, (tok_s, tok_t, raw_s, raw_t)):
+            # References: the raw lines for Moses (detokenized output is scored against them),
+            # the tokenized lines otherwise (the scorer compares the tokenized text).
+            text_s, text_t = (raw_s, raw_t) if tokenizer == "moses" else (tok_s, tok_t)
+            for f, line in zip(files, (tok_s, tok_t, text_s, text_t)):
                 f.write(line + "\n")
     finally:
         for f in files:
@@ -164,15 +186,20 @@ def manifest_problem(out_dir: Path, params: dict | None = None, *, check_digest:
 def prepare_translation_data(raw_dir: str | Path, out_dir: str | Path, *, src_lang: str, tgt_lang: str,
                              bpe_vocab_size: int | None = None, max_pairs: int | None = None,
                              bpe_merges: int | None = None, bpe_min_frequency: int = 2, seed: int = 0,
-                             min_len: int = 1, max_len: int = 80, max_ratio: float = 1.5,
+                             min_len: int = 1, max_len: int | None = 80, max_ratio: float | None = 1.5,
                              aggressive_dash_splits: bool = False, padding_factor: int = 8,
-                             workers: int | None = None) -> Path:
+                             workers: int | None = None, tokenizer: str = "moses",
+                             splits: list[str] | None = None) -> Path:
     """Run the pipeline of this module; return ``out_dir`` (ready for :func:`load_translation_split`).
 
     ``bpe_vocab_size`` is the number of BPE symbols (alphabet + merges); ``bpe_merges`` instead
     fixes the number of merges (the paper: 32000). Give exactly one. ``max_pairs`` keeps a seeded
-    random subset of the training pairs (before cleaning). Re-running with the same arguments
-    and raw files returns at once; after an interruption or damage it redoes only what is needed.
+    random subset of the training pairs (before cleaning); ``min_len``/``max_len``/``max_ratio``
+    clean the training pairs (``None``: no limit). ``tokenizer`` is ``"moses"`` (MT),
+    ``"none"`` (already tokenized text) or ``"rush"`` (:func:`.text.rush_normalize`); the dataset's
+    ``encode``/``decode`` follow it. ``splits`` (``['train', 'valid', <tests>]``) defaults to
+    every pair of files in ``raw_dir``. Re-running with the same arguments and raw files returns
+    at once; after an interruption or damage it redoes only what is needed.
     """
     raw_dir, out_dir = Path(raw_dir), Path(out_dir)
     if (bpe_vocab_size is None) == (bpe_merges is None):
@@ -180,8 +207,13 @@ def prepare_translation_data(raw_dir: str | Path, out_dir: str | Path, *, src_la
                          "bpe_merges (32000 for WMT, as in the paper)")
     if src_lang == tgt_lang:
         raise ValueError(f"source and target language are both {src_lang!r}")
+    if tokenizer not in TOKENIZERS:
+        raise ValueError(f"unknown tokenizer {tokenizer!r}; known: {', '.join(TOKENIZERS)}")
     clear_digest_cache()
-    splits = find_splits(raw_dir, src_lang, tgt_lang)
+    if splits is None:
+        splits = find_splits(raw_dir, src_lang, tgt_lang)
+    elif splits[:2] != ["train", "valid"] or len(splits) < 3 or len(set(splits)) != len(splits):
+        raise ValueError(f"splits must be ['train', 'valid', <one or more test sets>], got {splits}")
     langs = (src_lang, tgt_lang)
     raw = {s: [raw_dir / f"{s}.{lang}" for lang in langs] for s in splits}
     p = dict(src_lang=src_lang, tgt_lang=tgt_lang, bpe_vocab_size=bpe_vocab_size, bpe_merges=bpe_merges,
@@ -189,6 +221,7 @@ def prepare_translation_data(raw_dir: str | Path, out_dir: str | Path, *, src_la
              max_len=max_len, max_ratio=max_ratio, aggressive_dash_splits=aggressive_dash_splits,
              padding_factor=padding_factor, splits=splits, pipeline_version=PIPELINE_VERSION,
              raw_digests={f"{s}.{lang}": file_digest(path) for s in splits for lang, path in zip(langs, raw[s])})
+    p.update({k: v for k, v in dict(tokenizer=tokenizer).items() if v != _MT_DEFAULTS[k]})
     problem = manifest_problem(out_dir, p)
     if problem is None:
         log.info("%s is up to date, nothing to do", out_dir)
@@ -196,7 +229,7 @@ def prepare_translation_data(raw_dir: str | Path, out_dir: str | Path, *, src_la
     log.info("preparing %s (%s)", out_dir, problem)
     (out_dir / MANIFEST).unlink(missing_ok=True)
     step_params = {k: v for k, v in p.items() if k not in ("raw_digests", "splits")}
-    run_p = dict(step_params, workers=workers or default_workers())
+    run_p = dict(step_params, workers=workers or default_workers(), tokenizer=tokenizer)
     work = out_dir / "work"
     runner = StepRunner(out_dir, work)
     tok = {s: [work / "tok" / f"{s}.{lang}" for lang in langs] for s in splits}
@@ -205,6 +238,7 @@ def prepare_translation_data(raw_dir: str | Path, out_dir: str | Path, *, src_la
     codes, dict_path = out_dir / "bpe.codes", out_dir / "dict.txt"
 
     token_keys = ("src_lang", "tgt_lang", "aggressive_dash_splits")
+    token_keys += tuple(k for k in _MT_DEFAULTS if k in step_params)   # only when not MT's default
     for s in splits:
         keys = token_keys + (("max_pairs", "seed", "min_len", "max_len", "max_ratio") if s == "train" else ())
         runner.run(f"tokenize-{s}", {k: step_params[k] for k in keys}, raw[s], tok[s] + text[s],
@@ -243,12 +277,13 @@ def prepare_translation_data(raw_dir: str | Path, out_dir: str | Path, *, src_la
                 _binarize(dictionary, seg[s][i], text[s][i], tmps[4 * i: 4 * i + 4])
         runner.run(f"binarize-{s}", {}, [dict_path, *seg[s], *text[s]], outs, binarize)
 
-    _write_manifest(out_dir, p, splits, dictionary, codes)
+    _write_manifest(out_dir, p, splits, dictionary, codes, tokenizer)
     log.info("steps run: %s; skipped: %s", runner.ran or "none", runner.skipped or "none")
     return out_dir
 
 
-def _write_manifest(out_dir: Path, p: dict, splits: list[str], dictionary: Dictionary, codes: Path) -> None:
+def _write_manifest(out_dir: Path, p: dict, splits: list[str], dictionary: Dictionary, codes: Path,
+                    tokenizer: str) -> None:
     files = [out_dir / "dict.txt", codes]
     stats = {}
     for s in splits:
@@ -268,6 +303,10 @@ def _write_manifest(out_dir: Path, p: dict, splits: list[str], dictionary: Dicti
         "tgt_lang": p["tgt_lang"],
         "splits": splits,
         "test_splits": splits[2:],
+        # How the loader encodes raw text and decodes model output (Moses-detokenized or not),
+        # and what the stored references are: raw lines (moses) or the tokenized text.
+        "tokenizer": tokenizer,
+        "references": "raw" if tokenizer == "moses" else "tokenized",
         "vocab_size": len(dictionary),
         "bpe_merges_learned": len(load_codes(codes)),
         "stats": stats,

@@ -170,7 +170,7 @@ class SyntheticLanguagePair:
                 return sentence
 
     # ------------------------------------------------------------------ English side
-    def _source_np(self, np_: NounPhrase) -> list[str]:
+    def source_noun_phrase(self, np_: NounPhrase) -> list[str]:
         noun = _english_plural(np_.noun) if np_.plural else np_.noun
         if np_.determiner == "a":
             following = (np_.adjectives + (noun,))[0]
@@ -181,21 +181,21 @@ class SyntheticLanguagePair:
             det = np_.determiner
         return [det, *np_.adjectives, noun]
 
-    def _source_clause(self, c: Clause) -> list[str]:
+    def source_clause(self, c: Clause) -> list[str]:
         verb = c.verb if c.subject.plural else _english_third_person(c.verb)
-        words = self._source_np(c.subject) + [verb]
+        words = self.source_noun_phrase(c.subject) + [verb]
         if c.obj:
-            words += self._source_np(c.obj)
+            words += self.source_noun_phrase(c.obj)
         if c.preposition:
-            words += [c.preposition] + self._source_np(c.prep_object)
+            words += [c.preposition] + self.source_noun_phrase(c.prep_object)
         if c.adverb:
             words.append(c.adverb)
         return words
 
     def source_words(self, s: Sentence) -> list[str]:
-        words = self._source_clause(s.clauses[0])
+        words = self.source_clause(s.clauses[0])
         if s.conjunction:
-            words += [",", s.conjunction] + self._source_clause(s.clauses[1])
+            words += [",", s.conjunction] + self.source_clause(s.clauses[1])
         return words + [s.punctuation]
 
     # ------------------------------------------------------------------ pseudo-German side

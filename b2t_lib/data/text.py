@@ -14,11 +14,19 @@ The WMT'14 En-De data of Vaswani et al., which the paper trains on, went through
 We tokenize with ``escape=False``: Moses' XML escaping (``&amp;``, ``&#124;``) only protects its
 factor separator ``|``, which nothing here uses, and skipping it keeps the detokenized output
 comparable with the raw references.
+
+Headline generation (Gigaword, Rush et al. 2015) uses other tokenizers, chosen by name
+(:data:`TOKENIZERS`, stored in the data set's manifest so that decoding matches):
+
+* ``"none"`` -- the text is already tokenized (the Gigaword release): split on whitespace;
+* ``"rush"`` -- raw text gets the Rush et al. normalization (:func:`rush_normalize`): Penn
+  Treebank tokenization, lower case, every digit -> ``#``.
 """
 from __future__ import annotations
 
 import multiprocessing
 import os
+import re
 from functools import lru_cache
 from typing import Iterable, Iterator
 
@@ -56,22 +64,78 @@ def moses_detokenize(tokens: str | list[str], lang: str) -> str:
     return detokenizer.detokenize(tokens, unescape=False)
 
 
-def keep_pair(src_tokens: int, tgt_tokens: int, *, min_len: int = 1, max_len: int = 80,
-              max_ratio: float = 1.5) -> bool:
+def keep_pair(src_tokens: int, tgt_tokens: int, *, min_len: int = 1, max_len: int | None = 80,
+              max_ratio: float | None = 1.5) -> bool:
     """``clean-corpus-n.perl``: both sides have ``min_len..max_len`` tokens and neither side is
     more than ``max_ratio`` times longer than the other.
 
     .. math:: \\text{keep} \\iff m \\le |x|, |y| \\le M \\;\\wedge\\; \\max(|x|/|y|, |y|/|x|) \\le r
+
+    ``max_len=None`` drops the upper limit and ``max_ratio=None`` the ratio test (a headline is
+    meant to be much shorter than its article).
     """
-    if not (min_len <= src_tokens <= max_len and min_len <= tgt_tokens <= max_len):
+    if src_tokens < min_len or tgt_tokens < min_len:
         return False
+    if max_len is not None and (src_tokens > max_len or tgt_tokens > max_len):
+        return False
+    if max_ratio is None:
+        return True
     return src_tokens <= max_ratio * tgt_tokens and tgt_tokens <= max_ratio * src_tokens
 
 
+# ---------------------------------------------------------------------- headline data
+TOKENIZERS = ("moses", "none", "rush")
+# Typographic quotes and dashes -> the ASCII forms the Penn Treebank rules know (they turn
+# '"' into `` and '' and keep '--' as one token, as in the Gigaword release).
+_PTB_PRE = str.maketrans({"\u201c": '"', "\u201d": '"', "\u201e": '"', "\u00ab": '"', "\u00bb": '"',
+                          "\u2018": "'", "\u2019": "'", "\u201a": "'", "\u2013": "--", "\u2014": "--"})
+_DIGIT = re.compile(r"\d")
+
+
+@lru_cache(maxsize=None)
+def _treebank():
+    from nltk.tokenize import TreebankWordTokenizer   # pure regular expressions, no data download
+
+    return TreebankWordTokenizer()
+
+
+def digits_to_hash(text: str) -> str:
+    """Every digit -> ``#`` (Rush et al.'s ``remove_digits``: ``7.07`` -> ``#.##``)."""
+    return _DIGIT.sub("#", text)
+
+
+def rush_normalize(line: str) -> str:
+    """Raw text -> the form of the Gigaword headline data (Rush et al. 2015, data_sources.md 2b).
+
+    Their data took the tokens of the Stanford (Penn Treebank style) parses of Annotated Gigaword,
+    lower-cased them and replaced every digit by ``#``. Here: NLTK's ``TreebankWordTokenizer``
+    (a port of the Penn Treebank tokenizer script, with brackets as ``-LRB-`` ...), then lower
+    case, then digits -> ``#``::
+
+        "Australia's deficit fell 7.07 billion (US) dollars."
+        -> "australia 's deficit fell #.## billion -lrb- us -rrb- dollars ."
+
+    The parser's tokenizer differs in rare cases (``AT&T`` stays one token there, two here).
+    """
+    tokens = _treebank().tokenize(line.translate(_PTB_PRE), convert_parentheses=True)
+    return digits_to_hash(" ".join(tokens).lower())
+
+
+def tokenize_line(line: str, lang: str, tokenizer: str = "moses", *, aggressive_dash_splits: bool = False) -> str:
+    """One raw line -> space-separated tokens, by the named tokenizer (:data:`TOKENIZERS`)."""
+    if tokenizer == "moses":
+        return moses_tokenize(line, lang, aggressive_dash_splits=aggressive_dash_splits)
+    if tokenizer == "none":
+        return " ".join(line.split())
+    if tokenizer == "rush":
+        return rush_normalize(line)
+    raise ValueError(f"unknown tokenizer {tokenizer!r}; known: {', '.join(TOKENIZERS)}")
+
+
 def _tokenize_chunk(args: tuple) -> list[tuple[str, str]]:
-    pairs, src_lang, tgt_lang, aggressive = args
-    return [(moses_tokenize(s, src_lang, aggressive_dash_splits=aggressive),
-             moses_tokenize(t, tgt_lang, aggressive_dash_splits=aggressive)) for s, t in pairs]
+    pairs, src_lang, tgt_lang, aggressive, tokenizer = args
+    return [(tokenize_line(s, src_lang, tokenizer, aggressive_dash_splits=aggressive),
+             tokenize_line(t, tgt_lang, tokenizer, aggressive_dash_splits=aggressive)) for s, t in pairs]
 
 
 def _chunks(pairs: Iterable[tuple[str, str]], size: int) -> Iterator[list[tuple[str, str]]]:
@@ -93,13 +157,13 @@ def default_workers() -> int:
 
 def tokenize_pairs(pairs: Iterable[tuple[str, str]], src_lang: str, tgt_lang: str, *,
                    aggressive_dash_splits: bool = False, workers: int = 1, chunk_size: int = 2000,
-                   start_method: str = "spawn") -> Iterator[tuple[str, str]]:
-    """Moses-tokenize (source, target) pairs, in order, on ``workers`` processes.
+                   start_method: str = "spawn", tokenizer: str = "moses") -> Iterator[tuple[str, str]]:
+    """Tokenize (source, target) pairs (Moses by default), in order, on ``workers`` processes.
 
     sacremoses normalizes and tokenizes roughly 5,000 short lines per second per core, so
     WMT's 9M lines take about 30 CPU-minutes; the pool divides that by the number of cores.
     """
-    chunks = ((chunk, src_lang, tgt_lang, aggressive_dash_splits) for chunk in _chunks(pairs, chunk_size))
+    chunks = ((chunk, src_lang, tgt_lang, aggressive_dash_splits, tokenizer) for chunk in _chunks(pairs, chunk_size))
     if workers <= 1:
         for args in chunks:
             yield from _tokenize_chunk(args)
