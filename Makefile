@@ -10,7 +10,8 @@ NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with notebooks/sanitize.c
 
 help:
 	@echo "make course     run every notebook at the scale this machine allows; notebooks + figures under build/"
-	@echo "make test       unit tests (tests/) and strict nbval on every notebook, at the tiny scale"
+	@echo "make test       all tests (tests/) and strict nbval on every notebook, at the tiny scale"
+	@echo "make unit-tests the fast tests only (no training, no data pipeline; under a minute)"
 	@echo "make lab        JupyterLab on the course"
 	@echo "make notebooks  re-execute the notebooks in place at the tiny scale (refresh their stored outputs)"
 
@@ -26,7 +27,7 @@ test: $(STAMP)
 	B2T_SCALE=tiny $(BIN)/python -m pytest $(NBVAL) tests notebooks
 
 unit-tests: $(STAMP)
-	B2T_SCALE=tiny $(BIN)/python -m pytest tests
+	B2T_SCALE=tiny $(BIN)/python -m pytest -m "not slow" tests
 
 course: $(STAMP)
 	@mkdir -p build/notebooks build/figures

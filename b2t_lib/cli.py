@@ -27,18 +27,53 @@ from .scale import SCALES, ScaleError, get_scale
 
 EXIT_DIVERGED = 3
 _TYPES = {"int": int, "float": float, "str": str}
+
+
+def _type_name(annotation) -> str:
+    """A field's type as text: ``"int"``, ``"tuple[int, ...]"`` (annotations are strings in this library)."""
+    if isinstance(annotation, str):
+        return annotation
+    return annotation.__name__ if isinstance(annotation, type) else str(annotation)
+
+
+def _value_parser(type_name: str):
+    """(parse function, metavar) for a field's type: int, float, str, or tuple[int|float, ...] as ``1,2,3``."""
+    if type_name in _TYPES:
+        return _TYPES[type_name], type_name.upper()
+    for item in ("int", "float"):
+        if type_name.replace(" ", "") == f"tuple[{item},...]":
+            convert = _TYPES[item]
+
+            def parse(text: str, convert=convert, item=item):
+                try:
+                    return tuple(convert(x) for x in text.split(",") if x.strip())
+                except ValueError:
+                    raise argparse.ArgumentTypeError(f"expected comma-separated {item}s, got {text!r}") from None
+            return parse, f"{item.upper()},..."
+    raise TypeError(f"the command line cannot read options of type {type_name!r}; use int, float, str, bool "
+                    f"or tuple[int, ...]")
 _logger = logging.getLogger("b2t_lib")
-_handler: logging.Handler | None = None
+
+
+class _StderrHandler(logging.StreamHandler):
+    """A handler that writes to whatever ``sys.stderr`` is when a message comes (a notebook or a test
+    may swap it), so one handler serves every call of :func:`main`."""
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value):  # StreamHandler.__init__ assigns it; the property always reads sys.stderr
+        pass
 
 
 def _configure_logging() -> None:
     """Show the library's messages (resume notices, divergence, data steps) plainly on stderr."""
-    global _handler
-    if _handler is not None:
-        _logger.removeHandler(_handler)
-    _handler = logging.StreamHandler(sys.stderr)  # the stream of this call (tests swap sys.stderr)
-    _handler.setFormatter(logging.Formatter("%(message)s"))
-    _logger.addHandler(_handler)
+    if not any(isinstance(h, _StderrHandler) for h in _logger.handlers):
+        handler = _StderrHandler()
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        _logger.addHandler(handler)
     _logger.setLevel(logging.INFO)
 
 
@@ -82,12 +117,13 @@ def build_train_parser(task: str = "mt", scale: str = "tiny", recipe: str = "") 
         choices = choices_of(f)
         if choices is not None:
             kwargs["choices"] = choices
-        if f.type == "bool":
+        type_name = _type_name(f.type)
+        if type_name == "bool":
             kwargs["action"] = argparse.BooleanOptionalAction
         else:
-            kwargs["type"] = _TYPES[f.type]
+            kwargs["type"], metavar = _value_parser(type_name)
             if choices is None:
-                kwargs["metavar"] = f.type.upper()
+                kwargs["metavar"] = metavar
         # Show the preset's value without making it "given": SUPPRESS keeps explicit options apart.
         kwargs["help"] += f" (default: {defaults[f.name]!r})"
         group.add_argument(flag(f.name), **kwargs)
@@ -95,6 +131,7 @@ def build_train_parser(task: str = "mt", scale: str = "tiny", recipe: str = "") 
 
 
 def cmd_train(argv: list[str]) -> int:
+    from .train.checkpoint import CheckpointMismatch
     from .train.options import TrainConfig
     from .train.trainer import Trainer
 
@@ -107,7 +144,10 @@ def cmd_train(argv: list[str]) -> int:
         trainer = Trainer(cfg)
     except (ValueError, FileNotFoundError, FileExistsError, NotImplementedError, RuntimeError) as err:
         parser.error(str(err))
-    record = trainer.train()
+    try:
+        record = trainer.train()
+    except CheckpointMismatch as err:  # --resume against another configuration, or no readable checkpoint
+        parser.error(str(err))
     if trainer.env.is_main:
         print(json.dumps({"status": record["status"], "metrics": {
             k: v for k, v in record["metrics"].items() if k not in ("samples",)}}, indent=1))

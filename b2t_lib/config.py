@@ -9,7 +9,9 @@ text and its group as metadata (:func:`option`), and everything else is generate
   names as they are;
 * checkpoints, ``result.json`` and resume checks store :meth:`ModelConfig.to_dict`.
 
-So a new model option is one field here, with its default, ``help`` and ``group``. Fields with
+So a new model option is one field here, with its default, ``help`` and ``group`` (types the
+command line reads: ``int``, ``float``, ``str``, ``bool``, and ``tuple[int, ...]`` /
+``tuple[float, ...]`` written as ``--cutoffs 20000,60000``). Fields with
 ``from_data=True`` (the vocabulary size, the special token ids) are filled by the task from its
 data and are not command-line options. Fields with ``variants=(...)`` belong to those variants
 only: setting one for another variant is refused.
@@ -115,6 +117,9 @@ class ModelConfig:
         help="RealFormer's running mean softmax(S_l / l) (methods_spec 2.4)")
 
     def __post_init__(self) -> None:
+        for f in fields(self):  # a tuple option read back from JSON arrives as a list
+            if str(f.type).startswith("tuple") and isinstance(getattr(self, f.name), list):
+                setattr(self, f.name, tuple(getattr(self, f.name)))
         self.validate()
 
     def validate(self) -> None:

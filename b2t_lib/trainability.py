@@ -30,8 +30,6 @@ stopped (cells already in the file with the same settings are not run again). Co
 """
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import math
 import shutil
@@ -100,8 +98,7 @@ def train_cell(variant: str, layers: int, lr: float, *, task: str, scale: str, m
     cfg = cell_config(variant, layers, lr, max_update, options, task=task, scale=scale, save_dir=save_dir)
     shutil.rmtree(save_dir, ignore_errors=True)  # a fresh run: an interrupted cell starts over
     started = time.time()
-    with contextlib.redirect_stdout(io.StringIO()):  # the trainer's divergence notice is in the record
-        record = train(cfg)
+    record = train(cfg)  # a divergence is in the record (and logged by the trainer)
     train_log, valid_log = read_log(save_dir, "train"), read_log(save_dir, "valid")
     valid_nll = valid_log[-1]["valid_nll"] if valid_log and record["status"] == "completed" else None
     return {

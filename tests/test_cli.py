@@ -59,6 +59,7 @@ def _train_args(data_dir, save_dir, *extra):
             "--save-interval", "4", "--warmup-updates", "2", *extra]
 
 
+@pytest.mark.slow
 def test_train_evaluate_and_table_from_the_command_line(data_dir, tmp_path, capsys):
     run = tmp_path / "b2t"
     assert main(_train_args(data_dir, run, "--max-update", "4", "--beam", "1", "--max-len-b", "3")) == 0
@@ -72,6 +73,7 @@ def test_train_evaluate_and_table_from_the_command_line(data_dir, tmp_path, caps
     assert json.loads(capsys.readouterr().out)["max_update"] == 150000
 
 
+@pytest.mark.slow
 def test_a_diverged_run_exits_3_and_says_so(data_dir, tmp_path, capsys):
     code = main(_train_args(data_dir, tmp_path / "bad", "--variant", "post_ln", "--lr", "30", "--max-update",
                             "50", "--divergence-patience", "3"))

@@ -8,6 +8,8 @@ import torch
 from b2t_lib.data import prepare_synthetic_mt
 from b2t_lib.train import CheckpointMismatch, TrainConfig, Trainer, list_checkpoints, load_checkpoint, read_log
 
+pytestmark = pytest.mark.slow  # trains models
+
 
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory):

@@ -33,6 +33,7 @@ def test_classify_separates_the_three_outcomes():
     assert classify("completed", 7.0, threshold=7.0) == "stalled"
 
 
+@pytest.mark.slow
 def test_unigram_bar_is_the_trainers_nll_of_a_frequency_only_model(tiny_data):
     from b2t_lib.data import load_translation_split
     from b2t_lib.train import label_smoothed_nll_loss
@@ -48,6 +49,7 @@ def test_unigram_bar_is_the_trainers_nll_of_a_frequency_only_model(tiny_data):
     assert unigram_nll(tiny_data) < math.log2(len(train.dictionary))  # better than uniform
 
 
+@pytest.mark.slow
 def test_grid_is_trained_written_and_resumed(tiny_data, tmp_path):
     out = tmp_path / "map.json"
     options = dict(OPTIONS, data=str(tiny_data))
@@ -71,6 +73,7 @@ def test_grid_is_trained_written_and_resumed(tiny_data, tmp_path):
     assert depths == [2] and lrs == [1e-3, 3e-3] and all(s in STATUSES for s in grid[0])
 
 
+@pytest.mark.slow
 def test_command_line_writes_the_map_and_draws_the_heatmap(tiny_data, tmp_path, capsys):
     from b2t_lib.cli import COMMANDS
 
