@@ -63,19 +63,30 @@ def _atomic_link(target: Path, link: Path) -> None:
     os.replace(tmp, link)
 
 
-def save_checkpoint(state: dict, save_dir: Path, update: int, keep_last: int, is_best: bool) -> Path:
+def save_checkpoint(state: dict, save_dir: Path, update: int, keep_last: int, is_best: bool,
+                    numbered: bool = True) -> Path:
     """Write ``checkpoint_<update>.pt`` atomically (temporary file, fsync, rename), update the
-    ``last``/``best`` links and delete numbered checkpoints beyond the last ``keep_last``."""
+    ``last``/``best`` links and delete numbered checkpoints beyond the last ``keep_last``.
+
+    ``numbered=False`` writes ``checkpoint_last.pt`` only: a state to resume from that is not one of
+    the checkpoints averaged for decoding (fairseq's last, mid-epoch state when it saves by epoch).
+    """
     folder = Path(save_dir)
-    path = numbered_path(folder, update)
-    with atomic_write(path, "wb") as handle:
+    path = numbered_path(folder, update) if numbered else folder / "checkpoint_last.pt"
+    with atomic_write(path, "wb") as handle:  # replaces the name only: a file it was linked to is kept
         torch.save(state, handle)
-    _atomic_link(path, folder / "checkpoint_last.pt")
+    if numbered:
+        _atomic_link(path, folder / "checkpoint_last.pt")
     if is_best:
         _atomic_link(path, folder / "checkpoint_best.pt")
     for old in list_checkpoints(folder)[:-keep_last]:
         old.unlink(missing_ok=True)
     return path
+
+
+def holds_run(save_dir: Path) -> bool:
+    """True when ``save_dir`` holds checkpoints of a run (numbered ones or ``checkpoint_last.pt``)."""
+    return bool(list_checkpoints(save_dir)) or (Path(save_dir) / "checkpoint_last.pt").is_file()
 
 
 def load_checkpoint(path: Path, trust: bool = False) -> dict:

@@ -36,6 +36,8 @@ def evaluate_run(save_dir: str | Path, checkpoint: str | Path | None = None, dev
         paths = [Path(checkpoint)]
     else:
         paths = list_checkpoints(save_dir)
+        if not paths and (save_dir / "checkpoint_last.pt").is_file():  # saved by epoch, no epoch ended yet
+            paths = [save_dir / "checkpoint_last.pt"]
         if not paths:
             raise FileNotFoundError(f"no checkpoints in {save_dir}; train first or pass --checkpoint")
     state = load_checkpoint(paths[-1])

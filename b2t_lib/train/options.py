@@ -156,6 +156,13 @@ class TrainConfig:
         cfg.check(set(changes))
         return cfg
 
+    def __getattr__(self, name: str):
+        # Only called for a missing attribute: point a model option read on the run's config to its home.
+        if name != "model" and name in ModelConfig.__dataclass_fields__:
+            raise AttributeError(f"{name!r} is a model option: read it as cfg.model.{name} "
+                                 f"(TrainConfig holds the run's options and one ModelConfig)")
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
     # ------------------------------------------------------------------ checks
     def check(self, explicit: set[str] = frozenset()) -> None:
         """Refuse impossible or contradictory settings; ``explicit`` names what the user set."""

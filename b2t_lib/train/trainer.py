@@ -27,7 +27,7 @@ from ..model import forward_batch
 from ..scale import ScaleError
 from ..utils import seed_everything
 from . import records
-from .checkpoint import (average_checkpoints, capture_rng_state, check_compatible, list_checkpoints,
+from .checkpoint import (average_checkpoints, capture_rng_state, check_compatible, holds_run, list_checkpoints,
                          newest_readable_checkpoint, restore_rng_state, save_checkpoint)
 from .distributed import (DistEnv, all_gather_object, all_reduce_min_int, all_reduce_sum, barrier,
                           init_distributed)
@@ -57,7 +57,7 @@ class Trainer:
         if self.amp in ("bf16", "fp16") and self.device.type != "cuda":
             raise ValueError(f"--amp {self.amp} needs a CUDA device; this run is on {self.device}")
         self.save_dir = Path(cfg.save_dir)
-        if list_checkpoints(self.save_dir) and not cfg.resume:  # before any data is prepared
+        if holds_run(self.save_dir) and not cfg.resume:  # before any data is prepared
             raise FileExistsError(f"{self.save_dir} already holds checkpoints of a run; pass --resume "
                                   f"to continue it, or choose another --save-dir")
         self.task = task or build_task(cfg)
@@ -123,13 +123,13 @@ class Trainer:
             "model_config": self.model_config,
         }
 
-    def save(self, valid_nll: float) -> None:
+    def save(self, valid_nll: float, numbered: bool = True) -> None:
         is_best = self.best_valid is None or valid_nll <= self.best_valid
         if is_best:
             self.best_valid = valid_nll
         state = self._state()                           # collective: every process takes part
         if self.env.is_main:
-            save_checkpoint(state, self.save_dir, self.num_updates, self.cfg.keep_last, is_best)
+            save_checkpoint(state, self.save_dir, self.num_updates, self.cfg.keep_last, is_best, numbered)
         self.last_saved_update = self.num_updates
         barrier(self.env)
 
@@ -160,7 +160,7 @@ class Trainer:
             return
         if self.cfg.resume:
             logger.info("--resume: no checkpoint in %s yet, so training starts from scratch", self.save_dir)
-        elif list_checkpoints(self.save_dir):  # written since __init__ checked
+        elif holds_run(self.save_dir):  # written since __init__ checked
             raise FileExistsError(f"{self.save_dir} already holds checkpoints of a run; pass --resume "
                                   f"to continue it, or choose another --save-dir")
         # A fresh start: variants such as Admin run their profiling pass on the first batch here.
@@ -275,14 +275,17 @@ class Trainer:
                     done = self.num_updates >= cfg.max_update
                     epoch_end = gi == len(groups) - 1 and cfg.save_interval_epochs > 0 and \
                         (self.epoch + 1) % cfg.save_interval_epochs == 0
-                    save = done or epoch_end or (cfg.save_interval > 0 and self.num_updates % cfg.save_interval == 0)
-                    if self.num_updates % cfg.valid_interval == 0 or save:
+                    on_interval = cfg.save_interval > 0 and self.num_updates % cfg.save_interval == 0
+                    if self.num_updates % cfg.valid_interval == 0 or done or epoch_end or on_interval:
                         last_valid = self.validate()
                         self._log({"kind": "valid", "update": self.num_updates, "valid_nll": last_valid})
-                    if save:
+                    if done or epoch_end or on_interval:
                         if epoch_end:  # the checkpoint holds the next epoch's start, as fairseq's do
                             self.epoch, self.group_offset = self.epoch + 1, 0
-                        self.save(last_valid)
+                        # Saving by epoch, the last mid-epoch state is checkpoint_last.pt only: the
+                        # numbered checkpoints, which decoding averages, are epoch ends (methods_spec 1.8).
+                        by_epoch_only = cfg.save_interval_epochs > 0 and cfg.save_interval == 0
+                        self.save(last_valid, numbered=epoch_end or on_interval or not by_epoch_only)
                     if done:
                         break
                 if status != "completed" or self.num_updates >= cfg.max_update:
