@@ -52,6 +52,8 @@ def _value_parser(type_name: str):
             return parse, f"{item.upper()},..."
     raise TypeError(f"the command line cannot read options of type {type_name!r}; use int, float, str, bool "
                     f"or tuple[int, ...]")
+
+
 _logger = logging.getLogger("b2t_lib")
 
 

@@ -80,7 +80,6 @@ class Trainer:
         self.scaler = torch.amp.GradScaler("cuda") if self.amp == "fp16" else None
         self.monitor = DivergenceMonitor(cfg.divergence_factor, cfg.divergence_patience)
         self.num_updates, self.epoch, self.group_offset = 0, 0, 0
-        self.last_saved_update = -1
         self.best_valid: float | None = None
         self.train_tokens, self.train_seconds = 0, 0.0
         self.train_model = self.model                   # what forward() goes through (DDP / compiled)
@@ -130,17 +129,16 @@ class Trainer:
         state = self._state()                           # collective: every process takes part
         if self.env.is_main:
             save_checkpoint(state, self.save_dir, self.num_updates, self.cfg.keep_last, is_best, numbered)
-        self.last_saved_update = self.num_updates
         barrier(self.env)
 
     def _resume_or_start(self) -> None:
         found = newest_readable_checkpoint(self.save_dir) if self.cfg.resume else None
         if found is not None:
             path, state, problems = found
-            if problems:  # never silently: say which file, and why the newer ones were skipped
+            if problems and self.env.is_main:  # never silently: say which file, and why newer ones were skipped
                 logger.warning("resuming from %s (update %d), the newest readable checkpoint, because:\n  %s",
                                path, state["trainer"]["num_updates"], "\n  ".join(problems))
-            else:
+            elif self.env.is_main:
                 logger.info("resuming from %s (update %d)", path, state["trainer"]["num_updates"])
             check_compatible(state["train_config"], self._config_for_checkpoint(), RESUMABLE_CHANGES)
             check_compatible(state["model_config"], self.model_config, frozenset(), "model field")
@@ -152,13 +150,12 @@ class Trainer:
             self.num_updates, self.epoch, self.group_offset = t["num_updates"], t["epoch"], t["group_offset"]
             self.best_valid, self.train_tokens = t["best_valid"], t["train_tokens"]
             self.train_seconds = t["train_seconds"]
-            self.last_saved_update = self.num_updates
             self.monitor.load_state_dict(t["monitor"])
             restore_rng_state(state["rng"][self.env.rank])
             if self.env.is_main:
                 records.truncate_log(self.save_dir, self.num_updates)
             return
-        if self.cfg.resume:
+        if self.cfg.resume and self.env.is_main:
             logger.info("--resume: no checkpoint in %s yet, so training starts from scratch", self.save_dir)
         elif holds_run(self.save_dir):  # written since __init__ checked
             raise FileExistsError(f"{self.save_dir} already holds checkpoints of a run; pass --resume "
