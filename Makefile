@@ -15,7 +15,8 @@ PORTABLE_ENV ?= OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 ATEN_CPU_CAPABILITY=default
 
 help:
 	@echo "make course     run every notebook at the scale this machine allows; notebooks + figures under build/"
-	@echo "make test       unit tests (tests/) and strict nbval on every notebook, at the tiny scale"
+	@echo "make test       all tests (tests/) and strict nbval on every notebook, at the tiny scale"
+	@echo "make unit-tests the fast tests only (no training, no data pipeline; under a minute)"
 	@echo "make test-portable  strict nbval on every notebook again, in another numeric environment (1 thread,"
 	@echo "                portable kernels): a stored output that depends on the CPU fails here first"
 	@echo "make lab        JupyterLab on the course"
@@ -36,7 +37,7 @@ test-portable: $(STAMP)
 	B2T_SCALE=tiny $(PORTABLE_ENV) $(BIN)/python -m pytest $(NBVAL) notebooks
 
 unit-tests: $(STAMP)
-	B2T_SCALE=tiny $(BIN)/python -m pytest tests
+	B2T_SCALE=tiny $(BIN)/python -m pytest -m "not slow" tests
 
 course: $(STAMP)
 	@mkdir -p build/notebooks build/figures

@@ -5,6 +5,8 @@ Public API::
     from b2t_lib import (ModelConfig, EncoderDecoder, LanguageModel, EncoderLayer, DecoderLayer,
                          VARIANTS, get_scale, seed_everything)
 """
+import logging
+
 from .config import BOS, EOS, PAD, UNK, ConfigError, ModelConfig
 from .generate import beam_search, greedy_search
 from .layers import DecoderLayer, EncoderLayer
@@ -13,6 +15,10 @@ from .scale import SCALES, ScaleError, get_scale
 from .utils import count_parameters, seed_everything
 from .variants import VARIANTS, StackInfo, Variant, get_variant, register
 from . import baselines  # registers the baseline variants
+
+# The library logs (logger "b2t_lib.*") and prints nothing; an application shows the messages by configuring
+# logging, as `python -m b2t_lib` does. Without that, nothing is printed (not even warnings).
+logging.getLogger("b2t_lib").addHandler(logging.NullHandler())
 
 __version__ = "0.1.0"
 

@@ -15,10 +15,12 @@ gain :math:`1/\sqrt{2}` for q/k/v, plain ``xavier_uniform`` and a zero bias for 
 Two extras:
 
 * an incremental key/value cache (a plain dict per layer) for step-by-step generation;
-* ``score_residual``: RealFormer's residual attention scores (He et al. 2021). When a tensor is passed,
-  the pre-softmax scores are computed explicitly, the previous layer's scores are added, and the new
-  raw scores are returned for the next layer. Without it the fast fused kernel runs and nothing is
-  computed twice.
+* a per-forward-pass ``state`` dict, shared by the attentions of one type from layer to layer, for
+  variants whose attention carries something up the stack (:data:`b2t_lib.variants.Variant.attention_class`).
+  This class ignores it; a subclass overrides :meth:`MultiheadAttention.attend` to use it.
+
+``forward`` returns ``(output, None)``, the shape of fairseq's ``(attn, attn_weights)`` with
+``need_weights=False``.
 """
 from __future__ import annotations
 
@@ -62,9 +64,8 @@ class MultiheadAttention(nn.Module):
         causal: bool = False,
         cache: dict | None = None,
         static_kv: bool = False,
-        score_residual: torch.Tensor | None = None,
-        score_divisor: float = 1.0,
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        state: dict | None = None,
+    ) -> tuple[torch.Tensor, None]:
         """Attend from ``query`` (batch, tgt_time, d_model) to ``key_value`` (batch, src_time, kdim).
 
         Args:
@@ -73,13 +74,10 @@ class MultiheadAttention(nn.Module):
             causal: hide future keys (decoder self-attention).
             cache: dict for incremental decoding. Self-attention appends this step's keys/values;
                 cross-attention (``static_kv=True``) computes them once and reuses them.
-            score_residual: RealFormer's previous raw scores (batch, heads, tgt_time, src_time), or an
-                empty tensor for the first layer; None turns the residual scores off.
-            score_divisor: with ``score_residual``, divide the summed scores by this before the
-                softmax (RealFormer's running mean: the number of layers summed so far).
+            state: the per-forward-pass dict of this attention type (see the module docstring), or None.
 
         Returns:
-            (output (batch, tgt_time, d_model), raw scores for the next layer or None).
+            (output (batch, tgt_time, d_model), None).
         """
         source = query if key_value is None else key_value
         q = self._split_heads(self.q_proj(query))  # (batch, heads, tgt_time, d_head)
@@ -102,46 +100,34 @@ class MultiheadAttention(nn.Module):
         dropout_p = self.attention_dropout if self.training else 0.0
         mask = None
         if key_padding_mask is not None:
-            mask = _attention_mask(key_padding_mask, tgt_time, src_time, causal, own_key)
+            mask = attention_mask(key_padding_mask, tgt_time, src_time, causal, own_key)
             causal = False  # now part of `mask`
-
-        if score_residual is not None:
-            context, scores = self._attend_with_score_residual(
-                q, k, v, mask, causal, score_residual, dropout_p, score_divisor
-            )
-        else:
-            context = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=causal)
-            scores = None
-
+        context = self.attend(q, k, v, mask, causal, dropout_p, state)  # (batch, heads, tgt, d_head)
         batch = query.shape[0]
         context = context.transpose(1, 2).reshape(batch, tgt_time, self.d_model)  # (batch, tgt_time, d_model)
-        return self.out_proj(context), scores
+        return self.out_proj(context), None
 
-    def _attend_with_score_residual(self, q, k, v, mask, causal, previous, dropout_p, divisor=1.0):
-        r"""RealFormer (methods_spec 2.4): :math:`S_l = Q K^\top/\sqrt{d_{head}} + S_{l-1}`, softmax over the
-        masked :math:`S_l` (divided by ``divisor`` for the running-mean option); the unmasked
-        :math:`S_l` goes up to the next layer. ``mask``: True where a query may attend, or None."""
-        scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.d_head)  # (batch, heads, tgt, src)
-        if previous.numel() > 0:
-            scores = scores + previous
-        logits = scores / divisor if divisor != 1.0 else scores
-        if mask is not None:
-            logits = logits.masked_fill(~mask, float("-inf"))
-        if causal:
-            logits = logits.masked_fill(~_causal_mask(q.shape[2], k.shape[2], q.device), float("-inf"))
-        probs = F.dropout(torch.softmax(logits.float(), dim=-1).to(v.dtype), p=dropout_p, training=dropout_p > 0)
-        return torch.matmul(probs, v), scores
+    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
+               causal: bool, dropout_p: float, state: dict | None) -> torch.Tensor:
+        r""":math:`\mathrm{softmax}(QK^\top/\sqrt{d_{head}} + M)\,V` per head with the fused kernel.
+
+        q (batch, heads, tgt_time, d_head), k and v (batch, heads, src_time, d_head); ``mask``
+        (batch, 1, tgt_time, src_time) is True where a query may attend, or None; ``causal`` hides
+        future keys when no mask carries them. Returns the context (batch, heads, tgt_time, d_head).
+        ``state`` is unused here.
+        """
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=causal)
 
 
-def _attention_mask(key_padding_mask: torch.Tensor, tgt_time: int, src_time: int, causal: bool,
-                    own_key: bool) -> torch.Tensor:
+def attention_mask(key_padding_mask: torch.Tensor, tgt_time: int, src_time: int, causal: bool,
+                   own_key: bool) -> torch.Tensor:
     """(batch, 1, tgt_time, src_time) boolean mask, True where a query may attend: not at padding keys,
     not at future keys when ``causal``. With ``own_key`` (decoder self-attention) every query also sees
     its own key, which changes nothing for a real position but gives a padding query (left padding,
     whose output nothing uses) a finite output instead of the NaN of an all-masked row."""
     mask = ~key_padding_mask[:, None, None, :]  # (batch, 1, 1, src_time)
     if causal:
-        mask = mask & _causal_mask(tgt_time, src_time, key_padding_mask.device)
+        mask = mask & causal_mask(tgt_time, src_time, key_padding_mask.device)
     if own_key:
         offset = src_time - tgt_time  # query i is position i + offset of the keys (incremental decoding)
         positions = torch.arange(src_time, device=key_padding_mask.device)
@@ -149,7 +135,7 @@ def _attention_mask(key_padding_mask: torch.Tensor, tgt_time: int, src_time: int
     return mask
 
 
-def _causal_mask(tgt_time: int, src_time: int, device) -> torch.Tensor:
+def causal_mask(tgt_time: int, src_time: int, device) -> torch.Tensor:
     """(tgt_time, src_time) boolean mask, True where query i may see key j (j <= i + offset)."""
     offset = src_time - tgt_time
     return torch.ones(tgt_time, src_time, dtype=torch.bool, device=device).tril(diagonal=offset)

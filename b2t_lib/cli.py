@@ -1,108 +1,155 @@
 """Command line: ``python -m b2t_lib {train,evaluate,table,preset,trainability} ...``.
 
-``train`` options are generated from :class:`b2t_lib.train.TrainConfig`; each defaults from the
-preset of ``--task`` at ``--scale`` (then ``--recipe``), and ``--help`` shows those defaults::
+``train`` has one option per field of :class:`b2t_lib.train.TrainConfig` and per settable field of
+:class:`b2t_lib.config.ModelConfig` (help text and group come from the fields' metadata); each
+defaults from the preset of ``--task`` at ``--scale`` (then ``--recipe``), and ``--help`` shows
+those defaults::
 
     python -m b2t_lib train --task mt --variant b2t --encoder-layers 18 --decoder-layers 18 \\
         --save-dir runs/b2t_18 --help
     torchrun --nproc_per_node 8 -m b2t_lib train --task mt --scale full --data data/wmt14_en_de ...
 
-Exit status: 0 done, 2 bad options, 3 training diverged (the result record says so).
+Exit status: 0 done, 2 bad options (an unknown ``B2T_SCALE`` included), 3 training diverged (the
+result record says so). Messages of the library (resume notices, divergence) go to stderr through
+:mod:`logging`; the final result is printed to stdout as JSON.
 """
 from __future__ import annotations
 
 import argparse
 import glob
 import json
+import logging
 import sys
-from dataclasses import fields
 
-from .presets import RECIPES, TASKS, preset
-from .scale import SCALES, get_scale
+from .config import choices_of, flag
+from .presets import RECIPES, TASKS
+from .scale import SCALES, ScaleError, get_scale
 
 EXIT_DIVERGED = 3
 _TYPES = {"int": int, "float": float, "str": str}
 
 
-def _scale_default() -> str:
-    try:
-        return get_scale(require_hardware=False)
-    except Exception:  # a bad B2T_SCALE is reported when it is used, not while printing help
-        return "tiny"
+def _type_name(annotation) -> str:
+    """A field's type as text: ``"int"``, ``"tuple[int, ...]"`` (annotations are strings in this library)."""
+    if isinstance(annotation, str):
+        return annotation
+    return annotation.__name__ if isinstance(annotation, type) else str(annotation)
 
 
-def _first_stage(argv: list[str]) -> argparse.Namespace:
+def _value_parser(type_name: str):
+    """(parse function, metavar) for a field's type: int, float, str, or tuple[int|float, ...] as ``1,2,3``."""
+    if type_name in _TYPES:
+        return _TYPES[type_name], type_name.upper()
+    for item in ("int", "float"):
+        if type_name.replace(" ", "") == f"tuple[{item},...]":
+            convert = _TYPES[item]
+
+            def parse(text: str, convert=convert, item=item):
+                try:
+                    return tuple(convert(x) for x in text.split(",") if x.strip())
+                except ValueError:
+                    raise argparse.ArgumentTypeError(f"expected comma-separated {item}s, got {text!r}") from None
+            return parse, f"{item.upper()},..."
+    raise TypeError(f"the command line cannot read options of type {type_name!r}; use int, float, str, bool "
+                    f"or tuple[int, ...]")
+
+
+_logger = logging.getLogger("b2t_lib")
+
+
+class _StderrHandler(logging.StreamHandler):
+    """A handler that writes to whatever ``sys.stderr`` is when a message comes (a notebook or a test
+    may swap it), so one handler serves every call of :func:`main`."""
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value):  # StreamHandler.__init__ assigns it; the property always reads sys.stderr
+        pass
+
+
+def _configure_logging() -> None:
+    """Show the library's messages (resume notices, divergence, data steps) plainly on stderr."""
+    if not any(isinstance(h, _StderrHandler) for h in _logger.handlers):
+        handler = _StderrHandler()
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        _logger.addHandler(handler)
+    _logger.setLevel(logging.INFO)
+
+
+def _first_stage(argv: list[str], scale: str) -> argparse.Namespace:
     """Read only --task, --scale and --recipe, which decide every other default."""
     stage = argparse.ArgumentParser(add_help=False)
     stage.add_argument("--task", default="mt", choices=TASKS)
-    stage.add_argument("--scale", default=_scale_default(), choices=SCALES)
+    stage.add_argument("--scale", default=scale, choices=SCALES)
     stage.add_argument("--recipe", default="", choices=[""] + sorted(RECIPES))
     known, _ = stage.parse_known_args(argv)
     return known
 
 
-def build_train_parser(task: str = "mt", scale: str = "tiny", recipe: str = "") -> argparse.ArgumentParser:
-    """The ``train`` parser with defaults from ``preset(task, scale)`` and ``recipe``."""
-    from .presets import recipe as recipe_values
-    from .train.options import TrainConfig
+def _variant_list() -> str:
+    from .variants import VARIANTS
 
-    defaults = preset(task, scale)
-    defaults.update(dict(save_dir="checkpoints", device="auto", amp="auto", compile=False,
-                         progress_bar=True, resume=False, eval_at_end=True, recipe=recipe))
-    if recipe:
-        defaults.update(recipe_values(recipe))
+    return ", ".join(f"{name} ({v.title}, {v.equation})" for name, v in sorted(VARIANTS.items()))
+
+
+def build_train_parser(task: str = "mt", scale: str = "tiny", recipe: str = "") -> argparse.ArgumentParser:
+    """The ``train`` parser: one option per :class:`~b2t_lib.train.TrainConfig` field and per settable
+    :class:`~b2t_lib.config.ModelConfig` field, with help, group and choices from the fields'
+    metadata and defaults from ``option_defaults(task, scale, recipe)``."""
+    from .train.options import option_defaults, option_fields
+
+    defaults = option_defaults(task, scale, recipe or None)
     parser = argparse.ArgumentParser(
         prog="python -m b2t_lib train",
         description=f"Train one model. Defaults shown are the '{task}' preset at scale '{scale}'"
                     + (f" with recipe '{recipe}'" if recipe else "")
-                    + "; pass --task/--scale/--recipe to see another preset's defaults.",
+                    + "; pass --task/--scale/--recipe to see another preset's defaults. Variants: "
+                    + _variant_list() + ".",
         usage="python -m b2t_lib train [--task T] [--scale S] [--recipe R] [options]  (--help lists all)",
         allow_abbrev=False)
-    groups = {}
-    titles = {"task": "task and data", "model": "model", "optim": "optimization", "batch": "batching",
-              "runtime": "runtime", "ckpt": "checkpoints and logs", "diverge": "divergence",
-              "eval": "evaluation at the end"}
-    for f in fields(TrainConfig):
-        meta = f.metadata
-        group = groups.setdefault(meta["group"], parser.add_argument_group(titles[meta["group"]]))
-        flag = "--" + f.name.replace("_", "-")
-        kwargs = dict(dest=f.name, default=argparse.SUPPRESS, help=meta["help"])
-        if f.name == "recipe":
-            kwargs["choices"] = [""] + sorted(RECIPES)
-        elif "choices" in meta:
-            kwargs["choices"] = list(meta["choices"])
-        if f.type == "bool":
+    groups: dict[str, argparse._ArgumentGroup] = {}
+    for f in option_fields():
+        group = groups.get(f.metadata["group"])
+        if group is None:
+            group = groups[f.metadata["group"]] = parser.add_argument_group(f.metadata["group"])
+        kwargs = dict(dest=f.name, default=argparse.SUPPRESS, help=f.metadata["help"])
+        choices = choices_of(f)
+        if choices is not None:
+            kwargs["choices"] = choices
+        type_name = _type_name(f.type)
+        if type_name == "bool":
             kwargs["action"] = argparse.BooleanOptionalAction
         else:
-            kwargs["type"] = _TYPES[f.type]
-            if "choices" not in kwargs:
-                kwargs["metavar"] = f.type.upper()
-        if f.name == "variant":
-            from .variants import VARIANTS
-            kwargs["help"] += f"; registered: {', '.join(sorted(VARIANTS))}"
+            kwargs["type"], metavar = _value_parser(type_name)
+            if choices is None:
+                kwargs["metavar"] = metavar
         # Show the preset's value without making it "given": SUPPRESS keeps explicit options apart.
         kwargs["help"] += f" (default: {defaults[f.name]!r})"
-        group.add_argument(flag, **kwargs)
+        group.add_argument(flag(f.name), **kwargs)
     return parser
 
 
 def cmd_train(argv: list[str]) -> int:
+    from .train.checkpoint import CheckpointMismatch
     from .train.options import TrainConfig
     from .train.trainer import Trainer
 
-    stage = _first_stage(argv)
+    stage = _first_stage(argv, get_scale(require_hardware=False))
     parser = build_train_parser(stage.task, stage.scale, stage.recipe)
     args = vars(parser.parse_args(argv))
     task, scale, recipe = args.pop("task", stage.task), args.pop("scale", stage.scale), args.pop("recipe", "")
     try:
         cfg = TrainConfig.from_preset(task, scale, recipe or None, **args)
-    except ValueError as err:
-        parser.error(str(err))
-    try:
         trainer = Trainer(cfg)
     except (ValueError, FileNotFoundError, FileExistsError, NotImplementedError, RuntimeError) as err:
         parser.error(str(err))
-    record = trainer.train()
+    try:
+        record = trainer.train()
+    except CheckpointMismatch as err:  # --resume against another configuration, or no readable checkpoint
+        parser.error(str(err))
     if trainer.env.is_main:
         print(json.dumps({"status": record["status"], "metrics": {
             k: v for k, v in record["metrics"].items() if k not in ("samples",)}}, indent=1))
@@ -160,20 +207,90 @@ def cmd_preset(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m b2t_lib preset", allow_abbrev=False,
                                      description="Print the training options of a preset as JSON.")
     parser.add_argument("--task", default="mt", choices=TASKS)
-    parser.add_argument("--scale", default=_scale_default(), choices=SCALES)
+    parser.add_argument("--scale", default=get_scale(require_hardware=False), choices=SCALES)
     parser.add_argument("--recipe", default="", choices=[""] + sorted(RECIPES))
     args = parser.parse_args(argv)
     from .train.options import TrainConfig
-    print(json.dumps(TrainConfig.from_preset(args.task, args.scale, args.recipe or None).to_dict(),
-                     indent=1, sort_keys=True))
+    try:
+        cfg = TrainConfig.from_preset(args.task, args.scale, args.recipe or None)
+    except ValueError as err:
+        parser.error(str(err))
+    print(json.dumps(cfg.to_dict(), indent=1, sort_keys=True))
     return 0
 
 
-def cmd_trainability(argv: list[str]) -> int:
-    """Issue 5: the trainability map (variants x depths x learning rates), see b2t_lib/trainability.py."""
-    from .trainability import main as trainability_main
+def _number_list(text: str, kind):
+    try:
+        return [kind(x) for x in text.split(",") if x.strip()]
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(
+            f"expected a comma-separated list of {kind.__name__}, got {text!r}") from error
 
-    return trainability_main(argv)
+
+def _option(text: str) -> tuple[str, object]:
+    if "=" not in text:
+        raise argparse.ArgumentTypeError(f"--option takes KEY=VALUE, got {text!r}")
+    key, value = text.split("=", 1)
+    try:
+        return key.replace("-", "_"), json.loads(value)
+    except json.JSONDecodeError:
+        return key.replace("-", "_"), value  # a plain string (a path, a device name)
+
+
+def build_trainability_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m b2t_lib trainability", allow_abbrev=False,
+        description="Train each variant across depths and peak learning rates; record converged / "
+                    "stalled / diverged per cell as JSON (resumable), and optionally draw the heatmap.")
+    parser.add_argument("--variants", type=lambda s: _number_list(s, str), default=["post_ln", "pre_ln", "b2t"],
+                        help="comma-separated variant names (default: post_ln,pre_ln,b2t; 'all' for every one)")
+    parser.add_argument("--depths", type=lambda s: _number_list(s, int), default=[6, 12, 18],
+                        help="comma-separated depths N (N encoder and N decoder layers)")
+    parser.add_argument("--lrs", type=lambda s: _number_list(s, float), default=[5e-4, 1e-3, 2e-3],
+                        help="comma-separated peak learning rates")
+    parser.add_argument("--max-update", type=int, default=200, help="updates per cell")
+    parser.add_argument("--task", default="mt", choices=["mt"], help="task preset (the map is defined for mt)")
+    parser.add_argument("--scale", default=None, help="preset scale (default: $B2T_SCALE or tiny)")
+    parser.add_argument("--out", required=True, help="the JSON file (resumed when it exists)")
+    parser.add_argument("--work-dir", default=None, help="where runs go (default: a temporary folder)")
+    parser.add_argument("--keep-runs", action="store_true", help="keep each cell's checkpoints and logs")
+    parser.add_argument("--option", type=_option, action="append", default=[], metavar="KEY=VALUE",
+                        help="a training option for every cell, e.g. --option d_model=32 --option device=cuda")
+    parser.add_argument("--figure", default=None, help="also save the heatmap to this PNG file")
+    return parser
+
+
+def _print_cell(cell: dict) -> None:
+    nll = "-" if cell["valid_nll"] is None else f"{cell['valid_nll']:.3f}"
+    print(f"{cell['variant']:>10} {cell['layers']:>3}L lr {cell['lr']:<8g} {cell['status']:<9} valid nll {nll}"
+          f"  ({cell['seconds']:.0f} s)", flush=True)
+
+
+def cmd_trainability(argv: list[str]) -> int:
+    """The trainability map (variants x depths x learning rates), see :mod:`b2t_lib.trainability`."""
+    from .trainability import STATUSES, run_trainability_map
+    from .variants import VARIANTS
+
+    parser = build_trainability_parser()
+    args = parser.parse_args(argv)
+    variants = sorted(VARIANTS) if args.variants == ["all"] else args.variants
+    try:
+        result = run_trainability_map(
+            variants, args.depths, args.lrs, args.out, task=args.task, scale=args.scale,
+            max_update=args.max_update, options=dict(args.option), work_dir=args.work_dir,
+            keep_runs=args.keep_runs,
+            progress=_print_cell)
+    except (ValueError, FileNotFoundError, ScaleError) as error:
+        parser.error(str(error))
+    if args.figure:
+        from .plots.style import apply_style
+        from .plots.trainability import plot_trainability_map
+
+        apply_style()
+        plot_trainability_map(result).savefig(args.figure)
+    counts = {s: sum(c["status"] == s for c in result["cells"]) for s in STATUSES}
+    print(json.dumps({"out": str(args.out), "cells": len(result["cells"]), **counts}))
+    return 0
 
 
 COMMANDS = {"train": cmd_train, "evaluate": cmd_evaluate, "table": cmd_table, "preset": cmd_preset,
@@ -182,6 +299,12 @@ COMMANDS = {"train": cmd_train, "evaluate": cmd_evaluate, "table": cmd_table, "p
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    _configure_logging()
+    try:
+        get_scale(require_hardware=False)  # an unknown B2T_SCALE stops every command, listing the valid ones
+    except ScaleError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
         usage = ("usage: python -m b2t_lib {train,evaluate,table,preset,trainability} [options]\n"
                  "  train     train one model (options default from the task's scale preset)\n"

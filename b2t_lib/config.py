@@ -1,11 +1,30 @@
-"""Model configuration: one dataclass that says what to build, and checks it before anything is built.
+"""Model configuration: the one description of a model, checked before anything is built.
+
+:class:`ModelConfig` is the single place a model option is declared. Each field carries its help
+text and its group as metadata (:func:`option`), and everything else is generated from the fields:
+
+* ``python -m b2t_lib train --help`` lists every settable field as ``--field-name`` (the trainer's
+  :class:`~b2t_lib.train.TrainConfig` holds a ``ModelConfig``; it does not copy its fields);
+* presets (:mod:`b2t_lib.presets`) and ``TrainConfig.from_preset(..., d_model=...)`` use the field
+  names as they are;
+* checkpoints, ``result.json`` and resume checks store :meth:`ModelConfig.to_dict`.
+
+So a new model option is one field here, with its default, ``help`` and ``group`` (types the
+command line reads: ``int``, ``float``, ``str``, ``bool``, and ``tuple[int, ...]`` /
+``tuple[float, ...]`` written as ``--cutoffs 20000,60000``). Fields with
+``from_data=True`` (the vocabulary size, the special token ids) are filled by the task from its
+data and are not command-line options. Fields with ``variants=(...)`` belong to those variants
+only: setting one for another variant is refused.
 
 The special token ids follow fairseq's dictionary (``<s>=0, <pad>=1, </s>=2, <unk>=3``) so that
 fairseq checkpoints and their embeddings load without re-indexing.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+import dataclasses
+from dataclasses import MISSING, asdict, dataclass, field, fields
+
+from .variants import VARIANTS
 
 BOS, PAD, EOS, UNK = 0, 1, 2, 3
 SPECIAL_TOKENS = ("<s>", "<pad>", "</s>", "<unk>")
@@ -13,6 +32,47 @@ SPECIAL_TOKENS = ("<s>", "<pad>", "</s>", "<unk>")
 
 class ConfigError(ValueError):
     """A configuration that cannot give a correct model. The message says what to change."""
+
+
+def option(default=MISSING, *, help: str, group: str, choices=None, from_data: bool = False,
+           variants: tuple[str, ...] = ()):
+    """A dataclass field that carries its command-line help and group.
+
+    ``choices`` is a sequence or a function returning one (evaluated when used, so a registry that
+    grows on import is read whole); ``from_data`` marks a field the task fills from its data;
+    ``variants`` names the variants an option belongs to.
+    """
+    metadata = {"help": help, "group": group}
+    if choices is not None:
+        metadata["choices"] = choices
+    if from_data:
+        metadata["from_data"] = True
+    if variants:
+        metadata["variants"] = tuple(variants)
+    return field(default=default, metadata=metadata)
+
+
+def choices_of(f: dataclasses.Field) -> list | None:
+    """The allowed values of a field with ``choices`` metadata (called if it is a function), else None."""
+    choices = f.metadata.get("choices")
+    if choices is None:
+        return None
+    return list(choices() if callable(choices) else choices)
+
+
+def flag(name: str) -> str:
+    """The command-line spelling of a field name: ``d_model`` -> ``--d-model``."""
+    return "--" + name.replace("_", "-")
+
+
+def variant_names() -> list[str]:
+    """Names of the registered variants (the four of the paper and the baselines)."""
+    return sorted(VARIANTS)  # ``import b2t_lib`` (which any import of this module runs) registers the baselines
+
+
+MODEL = "model"
+VARIANT_OPTIONS = "model: options of one variant"
+DATA = "model: set from the data"
 
 
 @dataclass
@@ -23,39 +83,49 @@ class ModelConfig:
     6+6 layers, Post-LN, attention and activation dropout 0.0).
     """
 
-    vocab_size: int = 32768
-    d_model: int = 512
-    n_heads: int = 8
-    d_ff: int = 2048
-    encoder_layers: int = 6
-    decoder_layers: int = 6
-    variant: str = "post_ln"
-    dropout: float = 0.1
-    attention_dropout: float = 0.0
-    activation_dropout: float = 0.0
-    share_embeddings: bool = True          # encoder input, decoder input and output projection share one matrix
-    share_decoder_io: bool = True          # decoder input and output projection share one matrix
-    word_dropout: float = 0.0              # methods_spec 1.7: zero whole token embeddings in training
-    b2t_rescale_init: bool = False         # official code's later N^-0.5 weight rescaling (methods_spec 1.5)
-    init_scale: float = 1.0                # Appendix C: multiply initial non-embedding weights (0.1 for 100L)
-    max_positions: int = 1024
-    pad_idx: int = PAD
-    bos_idx: int = BOS
-    eos_idx: int = EOS
-    # Variant-specific options live here too, so one config object describes one model.
-    deepnet_encoder_beta_factor: float = 0.87   # methods_spec 2.1 / open point 3 (torchscale uses 1.15)
-    realformer_running_mean: bool = False        # methods_spec 2.4
+    vocab_size: int = option(32768, group=DATA, from_data=True,
+                             help="vocabulary size (from the task's dictionary)")
+    d_model: int = option(512, group=MODEL, help="model (hidden) dimension")
+    n_heads: int = option(8, group=MODEL, help="attention heads")
+    d_ff: int = option(2048, group=MODEL, help="FFN inner dimension")
+    encoder_layers: int = option(6, group=MODEL, help="number of encoder layers (0: a language model)")
+    decoder_layers: int = option(6, group=MODEL, help="number of decoder layers")
+    variant: str = option("post_ln", group=MODEL, choices=variant_names,
+                          help="residual/normalization variant")
+    dropout: float = option(0.1, group=MODEL, help="residual/embedding dropout p")
+    attention_dropout: float = option(0.0, group=MODEL, help="dropout on attention probabilities")
+    activation_dropout: float = option(0.0, group=MODEL, help="dropout after the FFN's ReLU")
+    share_embeddings: bool = option(True, group=MODEL,
+                                    help="one matrix for encoder input, decoder input and output projection")
+    share_decoder_io: bool = option(True, group=MODEL,
+                                    help="one matrix for the decoder input and the output projection")
+    word_dropout: float = option(0.0, group=MODEL,
+                                 help="zero whole token embeddings in training, both sides (methods_spec 1.7)")
+    b2t_rescale_init: bool = option(False, group=VARIANT_OPTIONS, variants=("b2t", "b2t_no_ln"),
+                                    help="official code's later N^-0.5 weight rescaling (methods_spec 1.5)")
+    init_scale: float = option(1.0, group=MODEL,
+                               help="multiply initial non-embedding weights (Appendix C: 0.1 for 100L)")
+    max_positions: int = option(1024, group=MODEL, help="initial size of the sinusoidal position table")
+    pad_idx: int = option(PAD, group=DATA, from_data=True, help="padding id (from the dictionary)")
+    bos_idx: int = option(BOS, group=DATA, from_data=True, help="begin-of-sentence id (from the dictionary)")
+    eos_idx: int = option(EOS, group=DATA, from_data=True, help="end-of-sentence id (from the dictionary)")
+    deepnet_encoder_beta_factor: float = option(
+        0.87, group=VARIANT_OPTIONS, variants=("deepnet",),
+        help="DeepNet encoder beta factor: 0.87 (DeepNet paper) or 1.15 (torchscale) (methods_spec 2.1)")
+    realformer_running_mean: bool = option(
+        False, group=VARIANT_OPTIONS, variants=("realformer",),
+        help="RealFormer's running mean softmax(S_l / l) (methods_spec 2.4)")
 
     def __post_init__(self) -> None:
+        for f in fields(self):  # a tuple option read back from JSON arrives as a list
+            if str(f.type).startswith("tuple") and isinstance(getattr(self, f.name), list):
+                setattr(self, f.name, tuple(getattr(self, f.name)))
         self.validate()
 
     def validate(self) -> None:
-        from .variants import VARIANTS  # local import: variants import this module
-
-        if self.variant not in VARIANTS:
-            raise ConfigError(
-                f"unknown variant {self.variant!r}; known variants are: {', '.join(sorted(VARIANTS))}"
-            )
+        known = variant_names()
+        if self.variant not in known:
+            raise ConfigError(f"unknown variant {self.variant!r}; known variants are: {', '.join(known)}")
         for name in ("vocab_size", "d_model", "n_heads", "d_ff", "max_positions"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be a positive integer, got {getattr(self, name)}")
@@ -75,9 +145,29 @@ class ModelConfig:
             raise ConfigError(f"vocab_size={self.vocab_size} is too small to hold the special tokens")
         if self.init_scale <= 0:
             raise ConfigError(f"init_scale must be positive, got {self.init_scale}")
+        for f in fields(self):  # an option of one variant, set for another, would silently do nothing
+            owners = f.metadata.get("variants")
+            if owners and self.variant not in owners and getattr(self, f.name) != f.default:
+                raise ConfigError(f"{f.name} ({flag(f.name)}) applies to variant {' or '.join(owners)} only, "
+                                  f"not variant {self.variant!r}; drop it or change the variant")
+
+    # ------------------------------------------------------------------ the fields as data
+    @classmethod
+    def settable_fields(cls) -> list[dataclasses.Field]:
+        """The fields a user sets (command line, presets); the task fills the ``from_data`` ones."""
+        return [f for f in fields(cls) if not f.metadata.get("from_data")]
+
+    @classmethod
+    def data_fields(cls) -> list[str]:
+        """Names of the fields the task fills from its data (vocabulary size, special token ids)."""
+        return [f.name for f in fields(cls) if f.metadata.get("from_data")]
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    def settable_dict(self) -> dict:
+        """The settable fields only: what a user chose (see :meth:`settable_fields`)."""
+        return {f.name: getattr(self, f.name) for f in self.settable_fields()}
 
     @classmethod
     def from_dict(cls, values: dict) -> "ModelConfig":
@@ -86,6 +176,26 @@ class ModelConfig:
         if unknown:
             raise ConfigError(f"unknown ModelConfig fields: {', '.join(unknown)}")
         return cls(**values)
+
+    def replace(self, **changes) -> "ModelConfig":
+        """A copy with ``changes`` (checked like a new config)."""
+        unknown = sorted(set(changes) - {f.name for f in fields(self)})
+        if unknown:
+            raise ConfigError(f"unknown ModelConfig fields: {', '.join(unknown)}")
+        return dataclasses.replace(self, **changes)
+
+
+def model_default(name: str):
+    """The default value of the ModelConfig field ``name``."""
+    for f in fields(ModelConfig):
+        if f.name == name:
+            return f.default
+    raise KeyError(f"ModelConfig has no field {name!r}")
+
+
+def model_defaults() -> dict:
+    """Every ModelConfig field's default, as a dict (what a stand-alone layer sees as its options)."""
+    return {f.name: f.default for f in fields(ModelConfig)}
 
 
 def check_dropout(name: str, p: float) -> None:

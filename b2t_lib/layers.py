@@ -17,8 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import MultiheadAttention
-from .config import ConfigError, check_dropout
+from .config import ConfigError, check_dropout, model_defaults
 from .variants import StackInfo, SubLayer, get_variant
 
 
@@ -36,21 +35,20 @@ class _Layer(nn.Module):
                         ("activation_dropout", activation_dropout)):
             check_dropout(name, p)
         self.variant = get_variant(variant)
-        if stack is None:
-            stack = StackInfo(role=role, num_layers=num_layers)
+        if stack is None:  # a stand-alone layer sees the default model options
+            stack = StackInfo(role=role, num_layers=num_layers, options=model_defaults())
         if b2t_rescale_init:
             stack.options = {**stack.options, "b2t_rescale_init": True}
         self.stack, self.d_model, self.dropout = stack, d_model, dropout
-        self.self_attn = MultiheadAttention(d_model, n_heads, attention_dropout)
+        self.self_attn = self.variant.attention_class(d_model, n_heads, attention_dropout)
 
     def _layer_norm(self) -> nn.Module | None:
         """A LayerNorm (eps 1e-5, gamma=1, beta=0) when the variant has per-layer norms, else None."""
         return nn.LayerNorm(self.d_model, eps=1e-5) if self.variant.layer_norm else None
 
     def _finish(self) -> None:
-        """Called at the end of a subclass's __init__: variant parameters, then variant init."""
+        """Called at the end of a subclass's __init__: the variant's parameters and initialization."""
         self.variant.build_layer(self)
-        self.variant.init_layer(self)
 
     def _residual_dropout(self, y: torch.Tensor) -> torch.Tensor:
         return F.dropout(y, p=self.dropout, training=self.training)
@@ -65,20 +63,12 @@ class _Layer(nn.Module):
         return lambda h: self._residual_dropout(self.ffn(h))
 
     def _attention_branch(self, attention, state, stream, **kwargs):
-        """Drop(Attn(h)); with a score-residual variant, read and write the layer-to-layer score stream."""
+        """Drop(Attn(h)); ``state[stream]`` is the per-forward dict of this attention type (see
+        :mod:`b2t_lib.attention`), passed on from layer to layer."""
+        stream_state = state.setdefault(stream, {}) if state is not None else None
 
         def branch(h: torch.Tensor) -> torch.Tensor:
-            previous, divisor = None, 1.0
-            if self.variant.score_residual:
-                previous = state.get(stream, h.new_zeros(0)) if state is not None else h.new_zeros(0)
-                depth = (state.get(stream + "_depth", 0) if state is not None else 0) + 1
-                if state is not None:
-                    state[stream + "_depth"] = depth  # layers of this attention type summed so far
-                if self.stack.options.get("realformer_running_mean", False):
-                    divisor = float(depth)  # RealFormer's running mean: softmax(S_l / l)
-            out, scores = attention(h, score_residual=previous, score_divisor=divisor, **kwargs)
-            if scores is not None and state is not None:
-                state[stream] = scores
+            out, _ = attention(h, state=stream_state, **kwargs)
             return self._residual_dropout(out)
 
         return branch
@@ -102,7 +92,7 @@ class EncoderLayer(_Layer):
         self._finish()
 
     def sublayers(self, padding_mask=None, state=None) -> list[SubLayer]:
-        attention = self._attention_branch(self.self_attn, state, "encoder_self_scores",
+        attention = self._attention_branch(self.self_attn, state, "encoder_self",
                                            key_padding_mask=padding_mask)
         return [(attention, self.self_attn_layer_norm), (self._ffn_branch(), self.final_layer_norm)]
 
@@ -129,7 +119,7 @@ class DecoderLayer(_Layer):
         self.self_attn_layer_norm = self._layer_norm()
         self.cross_attention = cross_attention
         if cross_attention:
-            self.encoder_attn = MultiheadAttention(d_model, n_heads, attention_dropout)
+            self.encoder_attn = self.variant.attention_class(d_model, n_heads, attention_dropout)
             self.encoder_attn_layer_norm = self._layer_norm()
         self.fc1, self.fc2 = nn.Linear(d_model, d_ff), nn.Linear(d_ff, d_model)
         self.activation_dropout = activation_dropout
@@ -139,14 +129,14 @@ class DecoderLayer(_Layer):
     def sublayers(self, memory=None, memory_padding_mask=None, cache=None, state=None,
                   self_padding_mask=None) -> list[SubLayer]:
         self_cache = cache.setdefault("self", {}) if cache is not None else None
-        parts = [(self._attention_branch(self.self_attn, state, "decoder_self_scores", causal=True,
+        parts = [(self._attention_branch(self.self_attn, state, "decoder_self", causal=True,
                                          key_padding_mask=self_padding_mask, cache=self_cache),
                   self.self_attn_layer_norm)]
         if self.cross_attention:
             if memory is None:
                 raise ValueError("this decoder layer has cross-attention: pass the encoder output as `memory`")
             cross_cache = cache.setdefault("cross", {}) if cache is not None else None
-            parts.append((self._attention_branch(self.encoder_attn, state, "decoder_cross_scores",
+            parts.append((self._attention_branch(self.encoder_attn, state, "decoder_cross",
                                                  key_value=memory, key_padding_mask=memory_padding_mask,
                                                  cache=cross_cache, static_kv=True),
                           self.encoder_attn_layer_norm))

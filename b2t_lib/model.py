@@ -1,14 +1,16 @@
 r"""Stacks and whole models: :class:`Encoder`, :class:`Decoder`, :class:`EncoderDecoder`, :class:`LanguageModel`.
 
 A stack embeds its input (:mod:`b2t_lib.embedding`), applies dropout, runs its layers (the
-variant may change how, e.g. DLCL), and, for Pre-LN only, a final LayerNorm
-(methods_spec 1.4: Post-LN and B2T have none). The decoder ends in the output projection
+variant may change how: :meth:`~b2t_lib.variants.Variant.run_stack`), and, for Pre-LN only, a
+final LayerNorm (methods_spec 1.4: Post-LN and B2T have none). The decoder ends in the output projection
 :math:`\mathrm{logits} = h E^\top` when embeddings are shared.
 
 Module and parameter names follow fairseq (``encoder.layers.{i}....``, ``encoder.layer_norm``,
 ``decoder.embed_tokens``, ...), so :mod:`b2t_lib.fairseq_compat` can load fairseq checkpoints.
 """
 from __future__ import annotations
+
+from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -21,13 +23,10 @@ from .variants import StackInfo, get_variant
 
 
 def _stack_info(cfg: ModelConfig, role: str, num_layers: int, encoder_layers: int) -> StackInfo:
-    options = {
-        "b2t_rescale_init": cfg.b2t_rescale_init,
-        "deepnet_encoder_beta_factor": cfg.deepnet_encoder_beta_factor,
-        "realformer_running_mean": cfg.realformer_running_mean,
-    }
+    """The stack's place in the model; its ``options`` are every ModelConfig field, so a variant reads
+    its own option (``b2t_rescale_init``, ...) with nothing copied."""
     return StackInfo(role=role, num_layers=num_layers, encoder_layers=encoder_layers,
-                     decoder_layers=cfg.decoder_layers, options=options)
+                     decoder_layers=cfg.decoder_layers, options=cfg.to_dict())
 
 
 class Encoder(nn.Module):
@@ -51,12 +50,11 @@ class Encoder(nn.Module):
             for _ in range(cfg.encoder_layers)
         )
         self.layer_norm = nn.LayerNorm(cfg.d_model) if self.variant.final_norm else None
-        self.variant.build_stack(self)
 
     def forward(self, src_tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         x, padding_mask = self.input(src_tokens, self.embed_tokens)  # (batch, src_time, d_model)
         x = F.dropout(x, p=self.dropout, training=self.training)
-        state: dict = {}  # what passes from layer to layer (RealFormer's scores)
+        state: dict = {}  # what attention passes from layer to layer within this forward pass
         x = self.variant.run_stack(self, x, lambda i, layer, h: layer(h, padding_mask, state))
         if self.layer_norm is not None:
             x = self.layer_norm(x)  # Pre-LN only
@@ -91,7 +89,6 @@ class Decoder(nn.Module):
         if not share_input_output:
             self.output_projection = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
             nn.init.normal_(self.output_projection.weight, mean=0.0, std=cfg.d_model**-0.5)
-        self.variant.build_stack(self)
 
     def extract_features(self, prev_output_tokens, memory=None, memory_padding_mask=None, cache=None):
         """The last hidden states (batch, tgt_time, d_model), before the output projection.
@@ -130,7 +127,7 @@ class Decoder(nn.Module):
 
 class _Model(nn.Module):
     def _finish_init(self) -> None:
-        self.variant.init_model(self)
+        self.variant.build_model(self)
         if self.cfg.init_scale != 1.0:
             scale_initial_weights(self, self.cfg.init_scale)
 
@@ -144,13 +141,34 @@ class _Model(nn.Module):
                 raise ValueError(f"{name} holds token ids in [{int(low)}, {int(high)}], outside the vocabulary "
                                  f"[0, {self.cfg.vocab_size}); check the dictionary and vocab_size")
 
-    def prepare_for_training(self, batch: dict) -> bool:
-        """Call once when training starts from scratch (Admin profiles here); a no-op for most variants."""
-        return self.variant.prepare_for_training(self, batch)
+    #: the batch entries ``forward`` takes, in order (see :func:`forward_batch`)
+    input_keys: tuple[str, ...] = ()
+
+    def batch_inputs(self, batch: dict) -> tuple[torch.Tensor, ...]:
+        """The positional arguments of ``forward`` from a batch dict (the trainer's collate format)."""
+        missing = [key for key in self.input_keys if key not in batch]
+        if missing:
+            raise KeyError(f"a {type(self).__name__} runs on a batch with {list(self.input_keys)}; this batch "
+                           f"lacks {missing} (it has {sorted(batch)})")
+        return tuple(batch[key] for key in self.input_keys)
+
+    def prepare_for_training(self, run_forward: Callable[[], object] | dict) -> bool:
+        """Call once when training starts from scratch: a variant that measures its initialization on
+        real data does it here (:meth:`~b2t_lib.variants.Variant.prepare_for_training`); a no-op for most.
+
+        ``run_forward`` is a function that runs this model's forward pass on the first training
+        batch, or the batch itself (run with :func:`forward_batch`). Returns True when the model changed.
+        """
+        if isinstance(run_forward, dict):
+            batch = run_forward
+            run_forward = lambda: forward_batch(self, batch)  # noqa: E731
+        return self.variant.prepare_for_training(self, run_forward)
 
 
 class EncoderDecoder(_Model):
     """Transformer encoder-decoder. ``forward(src_tokens, prev_output_tokens) -> logits (batch, tgt_time, vocab)``."""
+
+    input_keys = ("src_tokens", "prev_output_tokens")
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
@@ -177,6 +195,8 @@ class EncoderDecoder(_Model):
 class LanguageModel(_Model):
     """Decoder-only Transformer (no cross-attention). ``forward(tokens) -> logits (batch, time, vocab)``."""
 
+    input_keys = ("prev_output_tokens",)  # the input sequence; the batch's "target" is it shifted by one
+
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         cfg.validate()
@@ -188,6 +208,38 @@ class LanguageModel(_Model):
     def forward(self, tokens: torch.Tensor, cache: dict | None = None) -> torch.Tensor:
         self.check_tokens(tokens, "tokens")
         return self.decoder(tokens, cache=cache)
+
+
+def model_stacks(model: nn.Module) -> dict[str, nn.Module]:
+    """The model's layer stacks in execution order, by role: ``{"encoder": ..., "decoder": ...}``
+    (a language model has no encoder). Works for any module with ``encoder``/``decoder`` stacks."""
+    stacks = {}
+    for name in ("encoder", "decoder"):
+        stack = getattr(model, name, None)
+        if stack is not None and len(getattr(stack, "layers", ())) > 0:
+            stacks[name] = stack
+    return stacks
+
+
+def unwrap_model(model: nn.Module) -> nn.Module:
+    """The model inside a ``DistributedDataParallel`` and/or ``torch.compile`` wrapper."""
+    while True:
+        inner = getattr(model, "module", None)
+        if not isinstance(inner, nn.Module):
+            inner = getattr(model, "_orig_mod", None)
+        if not isinstance(inner, nn.Module):
+            return model
+        model = inner
+
+
+def forward_batch(model: nn.Module, batch: dict) -> torch.Tensor:
+    """The one way to run a model on a batch dict: logits (batch, tgt_time, vocab).
+
+    The model says which entries it reads (``input_keys``: ``src_tokens`` and ``prev_output_tokens``
+    for an encoder-decoder, ``prev_output_tokens`` for a language model). ``model`` may be wrapped
+    in DDP or ``torch.compile``; the call goes through the wrapper, so gradients are synchronized.
+    """
+    return model(*unwrap_model(model).batch_inputs(batch))
 
 
 def scale_initial_weights(model: nn.Module, factor: float) -> None:

@@ -15,6 +15,8 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from .variants import VARIANTS
+
 NEWSTEST = ["2010", "2011", "2012", "2013", "2014", "2015", "2016", "Average"]
 
 
@@ -116,10 +118,10 @@ PAPER_COMPUTE = {
     ("asr", "6L-6L"): (32, 22), ("asr", "12L-6L"): (32, 34),
 }
 
-METHOD_LABELS = {
-    "post_ln": "Post-LN", "pre_ln": "Pre-LN", "dlcl": "DLCL", "admin": "Admin", "tfixup": "T-Fixup",
-    "realformer": "RealFormer", "deepnet": "DeepNet", "b2t": "B2T connection", "b2t_no_ln": "+ w/o LN",
-}
+def method_label(method: str) -> str:
+    """A table row's label: the variant's one label (:attr:`b2t_lib.variants.Variant.title`)."""
+    variant = VARIANTS.get(method)
+    return variant.title if variant is not None else method
 
 
 def paper_table(number: int) -> PaperTable:
@@ -149,7 +151,7 @@ def render_table(number: int, ours: dict[str, dict[str, list | str | None]] | No
         paper_rows = table.sections.get(section, {})
         our_rows = ours.get(section, {})
         for method in list(paper_rows) + [m for m in our_rows if m not in paper_rows]:
-            label = METHOD_LABELS.get(method, method)
+            label = method_label(method)
             if method in paper_rows:
                 row = paper_rows[method]
                 cells = "  Training failed" if row is None else "".join(f"{_fmt(v):>{width}}" for v in row)

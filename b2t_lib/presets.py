@@ -1,7 +1,9 @@
 """The one set of hyper-parameter presets: ``preset(task, scale)`` for every task and scale.
 
-Every option of ``python -m b2t_lib train`` takes its default from here, so the paper's recipe
-lives in one place:
+Every option of ``python -m b2t_lib train`` takes its default from here (or, for an option no
+preset names, from its field in :class:`~b2t_lib.train.TrainConfig` or
+:class:`~b2t_lib.config.ModelConfig`), so the paper's recipe lives in one place. Model options
+use their ModelConfig field names (``d_model``, ``variant``, ...):
 
 * ``full``  - the paper's Appendix A (Table 6) and the official README (methods_spec 1.8, 3.3-3.5):
   Adam (0.9, 0.98), eps 1e-8, peak lr 1e-3, inverse-sqrt schedule with warmup from 1e-7,
@@ -65,7 +67,10 @@ _PRESETS: dict[tuple[str, str], dict] = {
         warmup_updates=4000, max_update=50000, max_tokens=3584,
         tokens_per_update=3584 * 128,          # 8 GPUs x update-freq 16 in the README: ~459K tokens
         data="data/wmt14_en_de", eval_batch_size=128,
-        log_interval=100, valid_interval=1000, save_interval=1000, threads=0,
+        # The official recipe averages the last 10 *epoch* checkpoints (methods_spec 1.8): save at
+        # every epoch end (a few hundred updates of WMT'14 at this batch), keep and average the last 10.
+        save_interval=0, save_interval_epochs=1,
+        log_interval=100, valid_interval=1000, threads=0,
     ),
     ("mt", "small"): dict(
         _BASE, encoder_layers=6, decoder_layers=6, dropout=0.3,
@@ -184,7 +189,6 @@ def preset(task: str, scale: str) -> dict:
         raise ValueError(f"unknown scale {scale!r}; known scales are: {', '.join(SCALES)}")
     values = copy.deepcopy(_COMMON)
     values.update(copy.deepcopy(_PRESETS[(task, scale)]))
-    values.setdefault("synthetic_train_pairs", 0)
     values["task"] = task
     values["scale"] = scale
     return values

@@ -53,5 +53,18 @@ def detect_scale() -> str:
     return "small" if torch.cuda.is_available() else "tiny"
 
 
-if __name__ == "__main__":  # `python -m b2t_lib.scale` prints the scale `make course` will use
-    print(detect_scale())
+def main() -> int:
+    """``python -m b2t_lib.scale``: print the scale ``make course`` will use; exit 2 with the reason
+    when ``B2T_SCALE`` is unknown or asks for hardware this machine lacks."""
+    import sys
+
+    try:
+        print(detect_scale())
+    except ScaleError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

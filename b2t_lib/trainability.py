@@ -19,7 +19,8 @@ Each cell ends in one of three states:
 * ``stalled``: the run completed but did not get below the unigram baseline.
 
 The result is one JSON file, written after every cell, so an interrupted grid resumes where it
-stopped (cells already in the file with the same settings are not run again). Command line::
+stopped (cells already in the file with the same settings are not run again). Command line
+(:func:`b2t_lib.cli.cmd_trainability`)::
 
     python -m b2t_lib trainability --variants post_ln,pre_ln,b2t --depths 6,12,18,36 \
         --lrs 5e-4,1e-3,2e-3 --max-update 300 --out results/trainability_tiny.json
@@ -29,12 +30,8 @@ stopped (cells already in the file with the same settings are not run again). Co
 """
 from __future__ import annotations
 
-import argparse
-import contextlib
-import io
 import json
 import math
-import os
 import shutil
 import tempfile
 import time
@@ -42,6 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .files import write_json_atomic
 from .scale import get_scale
 from .variants import VARIANTS
 
@@ -100,8 +98,7 @@ def train_cell(variant: str, layers: int, lr: float, *, task: str, scale: str, m
     cfg = cell_config(variant, layers, lr, max_update, options, task=task, scale=scale, save_dir=save_dir)
     shutil.rmtree(save_dir, ignore_errors=True)  # a fresh run: an interrupted cell starts over
     started = time.time()
-    with contextlib.redirect_stdout(io.StringIO()):  # the trainer's divergence notice is in the record
-        record = train(cfg)
+    record = train(cfg)  # a divergence is in the record (and logged by the trainer)
     train_log, valid_log = read_log(save_dir, "train"), read_log(save_dir, "valid")
     valid_nll = valid_log[-1]["valid_nll"] if valid_log and record["status"] == "completed" else None
     return {
@@ -187,11 +184,7 @@ def run_trainability_map(variants, depths, lrs, out: str | Path | None = None, *
 
 
 def save_trainability(result: dict, path: str | Path) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(result, indent=1) + "\n")
-    os.replace(tmp, path)  # atomic: an interrupted write never leaves half a file
+    write_json_atomic(path, result, sort_keys=False)  # an interrupted write never leaves half a file
 
 
 def load_trainability(path: str | Path) -> dict:
@@ -212,74 +205,3 @@ def status_grid(result: dict, variant: str) -> tuple[list[int], list[float], lis
     lrs = sorted({c["lr"] for c in result["cells"]})
     lookup = {(c["layers"], c["lr"]): c["status"] for c in cells}
     return depths, lrs, [[lookup.get((d, lr)) for lr in lrs] for d in depths]
-
-
-# ---------------------------------------------------------------------------- command line
-def _number_list(text: str, kind):
-    try:
-        return [kind(x) for x in text.split(",") if x.strip()]
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(
-            f"expected a comma-separated list of {kind.__name__}, got {text!r}") from error
-
-
-def _option(text: str) -> tuple[str, object]:
-    if "=" not in text:
-        raise argparse.ArgumentTypeError(f"--option takes KEY=VALUE, got {text!r}")
-    key, value = text.split("=", 1)
-    try:
-        return key.replace("-", "_"), json.loads(value)
-    except json.JSONDecodeError:
-        return key.replace("-", "_"), value  # a plain string (a path, a device name)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m b2t_lib trainability", allow_abbrev=False,
-        description="Train each variant across depths and peak learning rates; record converged / "
-                    "stalled / diverged per cell as JSON (resumable), and optionally draw the heatmap.")
-    parser.add_argument("--variants", type=lambda s: _number_list(s, str), default=["post_ln", "pre_ln", "b2t"],
-                        help="comma-separated variant names (default: post_ln,pre_ln,b2t; 'all' for every one)")
-    parser.add_argument("--depths", type=lambda s: _number_list(s, int), default=[6, 12, 18],
-                        help="comma-separated depths N (N encoder and N decoder layers)")
-    parser.add_argument("--lrs", type=lambda s: _number_list(s, float), default=[5e-4, 1e-3, 2e-3],
-                        help="comma-separated peak learning rates")
-    parser.add_argument("--max-update", type=int, default=200, help="updates per cell")
-    parser.add_argument("--task", default="mt", choices=["mt"], help="task preset (the map is defined for mt)")
-    parser.add_argument("--scale", default=None, help="preset scale (default: $B2T_SCALE or tiny)")
-    parser.add_argument("--out", required=True, help="the JSON file (resumed when it exists)")
-    parser.add_argument("--work-dir", default=None, help="where runs go (default: a temporary folder)")
-    parser.add_argument("--keep-runs", action="store_true", help="keep each cell's checkpoints and logs")
-    parser.add_argument("--option", type=_option, action="append", default=[], metavar="KEY=VALUE",
-                        help="a training option for every cell, e.g. --option d_model=32 --option device=cuda")
-    parser.add_argument("--figure", default=None, help="also save the heatmap to this PNG file")
-    return parser
-
-
-def _print_cell(cell: dict) -> None:
-    nll = "-" if cell["valid_nll"] is None else f"{cell['valid_nll']:.3f}"
-    print(f"{cell['variant']:>10} {cell['layers']:>3}L lr {cell['lr']:<8g} {cell['status']:<9} valid nll {nll}"
-          f"  ({cell['seconds']:.0f} s)", flush=True)
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    variants = sorted(VARIANTS) if args.variants == ["all"] else args.variants
-    try:
-        result = run_trainability_map(
-            variants, args.depths, args.lrs, args.out, task=args.task, scale=args.scale,
-            max_update=args.max_update, options=dict(args.option), work_dir=args.work_dir,
-            keep_runs=args.keep_runs,
-            progress=_print_cell)
-    except (ValueError, FileNotFoundError) as error:
-        parser.error(str(error))
-    if args.figure:
-        from .plots.style import apply_style
-        from .plots.trainability import plot_trainability_map
-
-        apply_style()
-        plot_trainability_map(result).savefig(args.figure)
-    counts = {s: sum(c["status"] == s for c in result["cells"]) for s in STATUSES}
-    print(json.dumps({"out": str(args.out), "cells": len(result["cells"]), **counts}))
-    return 0

@@ -13,12 +13,28 @@ whole difference between the methods of the paper:
 ``b2t_no_ln``  no LN; :math:`y = \alpha x_{inp} + \beta(x_{ffn} + \mathrm{FFN}(x_{ffn}))` (Eq. 9-11)
 =============  ===========================================================================
 
-The baselines (DLCL, Admin, T-Fixup, RealFormer, DeepNet) plug into the same registry through the
-hooks of :class:`Variant`: per-layer parameters (:meth:`Variant.build_layer`), per-layer and
-per-model initialization (:meth:`Variant.init_layer`, :meth:`Variant.init_model`), state passed
-from layer to layer (the ``state`` dict, RealFormer's score stream), a different loop over the
-layers of a stack (:meth:`Variant.run_stack`, DLCL) and a pass over a batch before training
-(:meth:`Variant.prepare_for_training`, Admin). A hook a variant does not override costs nothing.
+The baselines (:mod:`b2t_lib.baselines`: DLCL, Admin, T-Fixup, RealFormer, DeepNet) register in the
+same registry, each in its own module, through these hooks of :class:`Variant`:
+
+* :meth:`Variant.layer_forward` - the wiring of one layer's sub-layers (every variant);
+* :meth:`Variant.build_layer` - extra parameters and initialization of one layer (B2T's optional
+  rescaling, Admin, DeepNet, T-Fixup, DLCL);
+* :meth:`Variant.build_model` - what needs the whole model: per-stack parameters and embedding
+  initialization (DLCL, Admin, T-Fixup);
+* :meth:`Variant.run_stack` - the loop over a stack's layers. Only DLCL changes it (each layer
+  reads a combination of *all* earlier layers), and no other hook can express that;
+* :meth:`Variant.prepare_for_training` - a pass over real data before training. Only Admin needs
+  it (its initialization is measured on the first batch); it receives a function that runs the
+  model's forward pass, so it knows nothing about batches;
+
+and three class attributes: ``layer_norm``/``final_norm`` (which LayerNorms exist),
+``attention_class`` (RealFormer swaps in its own attention) and ``recipe`` (T-Fixup's schedule).
+Each attention module also receives a per-forward-pass ``state`` dict shared by the attentions of
+one type (encoder self-, decoder self-, decoder cross-attention) from layer to layer; plain
+attention ignores it. A hook a variant does not override costs nothing.
+
+``Variant.title`` is the one label of a variant in every figure and table; ``Variant.equation``
+says where it is defined (``python -m b2t_lib train --help`` lists both).
 """
 from __future__ import annotations
 
@@ -28,18 +44,20 @@ from typing import Callable
 import torch
 from torch import nn
 
+from .attention import MultiheadAttention
+
 SubLayer = tuple[Callable[[torch.Tensor], torch.Tensor], nn.Module | None]
 
 
 @dataclass
 class StackInfo:
-    """Where a layer sits: its stack's role and depth, the model's depths, and variant options."""
+    """Where a layer sits: its stack's role and depth, the model's depths, and the model's options."""
 
     role: str = "encoder"  # "encoder" | "decoder" | "lm" (decoder-only)
     num_layers: int = 6  # N of Eq. 10: layers in this stack
     encoder_layers: int = 0  # 0 for a decoder-only model
     decoder_layers: int = 0
-    options: dict = field(default_factory=dict)  # b2t_rescale_init, deepnet_encoder_beta_factor, ...
+    options: dict = field(default_factory=dict)  # the model's ModelConfig fields (b2t_rescale_init, ...)
 
 
 class Variant:
@@ -50,23 +68,19 @@ class Variant:
     equation: str = ""  # where the paper (or methods_spec) defines it
     layer_norm: bool = True  # layers own LayerNorms (self_attn_layer_norm, ..., final_layer_norm)
     final_norm: bool = False  # the stack has a final LayerNorm (encoder.layer_norm / decoder.layer_norm)
-    score_residual: bool = False  # attention passes raw scores from layer to layer (RealFormer)
+    attention_class: type[nn.Module] = MultiheadAttention  # what self- and cross-attention are built as
     recipe: str = ""  # a training recipe of b2t_lib.presets the method needs (T-Fixup: "tfixup"), or ""
 
     def layer_forward(self, layer: nn.Module, x: torch.Tensor, sublayers: list[SubLayer]) -> torch.Tensor:
         raise NotImplementedError
 
     def build_layer(self, layer: nn.Module) -> None:
-        """Create variant-specific parameters on a freshly built layer."""
+        """Create variant parameters on a freshly built layer and change its initialization
+        (called once, after fairseq's default initialization of the layer)."""
 
-    def init_layer(self, layer: nn.Module) -> None:
-        """Change a layer's initialization (after fairseq's default init)."""
-
-    def init_model(self, model: nn.Module) -> None:
-        """Change the whole model's initialization (embeddings, stack-level parameters)."""
-
-    def build_stack(self, stack: nn.Module) -> None:
-        """Create stack-level parameters (for example DLCL's layer-combination weights)."""
+    def build_model(self, model: nn.Module) -> None:
+        """Create per-stack parameters and change initializations that need the whole model
+        (called once, after every stack is built)."""
 
     def run_stack(self, stack: nn.Module, x: torch.Tensor, run_layer: Callable) -> torch.Tensor:
         """Run the layers of ``stack`` on ``x``; ``run_layer(i, layer, x)`` runs one layer."""
@@ -74,12 +88,13 @@ class Variant:
             x = run_layer(i, layer, x)
         return x
 
-    def prepare_for_training(self, model: nn.Module, batch: dict) -> bool:
-        """Run once before training from scratch; return True when it changed the model."""
+    def prepare_for_training(self, model: nn.Module, run_forward: Callable[[], object]) -> bool:
+        """Run once before training from scratch; ``run_forward()`` runs the model's forward pass on
+        the first training batch. Return True when the model changed."""
         return False
 
     def __repr__(self) -> str:
-        return f"<variant {self.name}: {self.title}>"
+        return f"<variant {self.name}: {self.title} ({self.equation})>"
 
 
 VARIANTS: dict[str, Variant] = {}
@@ -141,7 +156,7 @@ class B2T(Variant):
         branch, norm = sublayers[-1]
         return norm(x_inp + x + branch(x))  # Eq. 5: LN(x_inp + x_ffn + FFN(x_ffn))
 
-    def init_layer(self, layer):
+    def build_layer(self, layer):
         if layer.stack.options.get("b2t_rescale_init", False):
             rescale_layer_weights(layer, layer.stack.num_layers**-0.5)
 
@@ -162,15 +177,19 @@ class B2TNoLN(Variant):
     layer_norm = False
 
     def layer_forward(self, layer, x, sublayers):
-        x_inp = x
-        for branch, _ in sublayers:
-            x = x + branch(x)  # residual sub-layers without LayerNorm
+        x_ffn_out = residual_sublayers(x, sublayers)  # x_ffn + FFN(x_ffn), which contains x_inp
         alpha, beta = b2t_no_ln_alpha(layer.stack.num_layers), b2t_no_ln_beta(layer.d_model)
-        return alpha * x_inp + beta * x  # Eq. 9
+        return alpha * x + beta * x_ffn_out  # Eq. 9: alpha x_inp + beta (x_ffn + FFN(x_ffn))
 
-    def init_layer(self, layer):
-        if layer.stack.options.get("b2t_rescale_init", False):
-            rescale_layer_weights(layer, layer.stack.num_layers**-0.5)
+    build_layer = B2T.build_layer  # the same optional rescaling
+
+
+def residual_sublayers(x: torch.Tensor, sublayers: list[SubLayer]) -> torch.Tensor:
+    r""":math:`x \leftarrow x + \mathcal{F}(x)` for every sub-layer, no LayerNorm: the inner sub-layers of
+    B2T w/o LN (Eq. 9) and every sub-layer of T-Fixup."""
+    for branch, _ in sublayers:
+        x = x + branch(x)
+    return x
 
 
 def b2t_no_ln_alpha(num_layers: int) -> float:

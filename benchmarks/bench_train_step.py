@@ -30,7 +30,7 @@ from torch import nn
 from b2t_lib import VARIANTS, EncoderDecoder, ModelConfig, seed_everything
 from b2t_lib.config import EOS, PAD
 from b2t_lib.embedding import build_token_embedding, sinusoidal_table
-from b2t_lib.train.loss import label_smoothed_nll_loss
+from b2t_lib.loss import label_smoothed_nll_loss
 
 D_MODEL, HEADS, D_FF, LAYERS, DROPOUT = 512, 8, 2048, 6, 0.1
 

@@ -80,8 +80,42 @@ def embedded(stack, toks):
 
 # ------------------------------------------------------------------ registry
 def test_registry_holds_the_four_variants_of_the_paper_and_the_five_baselines():
-    assert sorted(b2t_lib.VARIANTS) == sorted(
-        ["post_ln", "pre_ln", "b2t", "b2t_no_ln", "dlcl", "admin", "tfixup", "realformer", "deepnet"])
+    from b2t_lib.baselines import BASELINES
+
+    paper = {"post_ln", "pre_ln", "b2t", "b2t_no_ln"}
+    assert set(b2t_lib.VARIANTS) == paper | set(BASELINES) and len(BASELINES) == 5
+    for name in BASELINES:  # each baseline lives whole in its own module of b2t_lib.baselines
+        variant = b2t_lib.VARIANTS[name]
+        assert type(variant).__module__ == f"b2t_lib.baselines.{name}", name
+        assert variant.title and variant.equation, name
+    # DLCL and RealFormer are Post-LN variants: they inherit its layer instead of copying it
+    assert isinstance(b2t_lib.VARIANTS["dlcl"], type(b2t_lib.VARIANTS["post_ln"]))
+    assert isinstance(b2t_lib.VARIANTS["realformer"], type(b2t_lib.VARIANTS["post_ln"]))
+    assert type(b2t_lib.VARIANTS["dlcl"]).layer_forward is type(b2t_lib.VARIANTS["post_ln"]).layer_forward
+
+
+def test_the_core_layers_and_attention_know_no_baseline():
+    from pathlib import Path
+
+    root = Path(b2t_lib.__file__).parent
+    for module in ("layers.py", "attention.py", "model.py"):
+        text = (root / module).read_text().lower()
+        for name in ("realformer", "admin", "dlcl", "deepnet", "tfixup", "t-fixup"):
+            assert name not in text, (module, name)
+
+
+@pytest.mark.parametrize("variant", ["dlcl", "admin", "deepnet"])
+def test_official_code_biases_are_zero(variant):
+    """DLCL, Admin and DeepNet (official code): zero q/k/v biases and zero FFN biases."""
+    model = make(variant, perturb_norms=False)
+    for layer in list(model.encoder.layers) + list(model.decoder.layers):
+        attentions = [layer.self_attn] + ([layer.encoder_attn] if hasattr(layer, "encoder_attn") else [])
+        for attn in attentions:
+            for proj in (attn.q_proj, attn.k_proj, attn.v_proj, attn.out_proj):
+                assert float(proj.bias.detach().abs().max()) == 0.0
+        assert float(layer.fc1.bias.detach().abs().max()) == 0.0 == float(layer.fc2.bias.detach().abs().max())
+    fairseq = make("post_ln", perturb_norms=False)   # fairseq 0.9 keeps PyTorch's default biases
+    assert float(fairseq.encoder.layers[0].self_attn.q_proj.bias.detach().abs().max()) > 0.0
 
 
 def test_post_ln_models_carry_no_baseline_parameters():
@@ -330,7 +364,8 @@ def test_realformer_adds_the_previous_raw_scores_in_each_attention_type(running_
 # ------------------------------------------------------------------ DLCL
 def test_dlcl_average_init_is_lower_triangular_running_mean():
     model = make("dlcl", enc=4, dec=2)
-    w = model.encoder.dlcl_weights.detach()  # (L+1, L+1)
+    w = model.encoder.dlcl_weights.detach()  # (L+1, L+1); W_00 = 1 scales the first layer's input
+    assert model.encoder.dlcl_weights.requires_grad and float(w[0, 0]) == 1.0
     assert w.shape == (5, 5) and model.decoder.dlcl_weights.shape == (3, 3)
     for k in range(5):
         torch.testing.assert_close(w[k, : k + 1], torch.full((k + 1,), 1 / (k + 1)))
@@ -348,8 +383,8 @@ def test_dlcl_layer_inputs_are_normalized_combinations_of_all_earlier_outputs(lm
 
     def by_hand(stack, x, run):
         W, norms, ys = stack.dlcl_weights, stack.dlcl_layer_norms, [x]  # y_0
-        for k, layer in enumerate(stack.layers):
-            inp = ys[0] if k == 0 else ln(norms[k - 1], sum(W[k, j] * ys[j] for j in range(k + 1)))
+        for k, layer in enumerate(stack.layers):  # x_1 = W_00 y_0 (LN_0 is the identity)
+            inp = W[0, 0] * ys[0] if k == 0 else ln(norms[k - 1], sum(W[k, j] * ys[j] for j in range(k + 1)))
             ys.append(run(layer, inp))
         L = len(stack.layers)
         return ln(norms[L - 1], sum(W[L, j] * ys[j] for j in range(L + 1)))

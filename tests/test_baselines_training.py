@@ -5,6 +5,8 @@ import pytest
 import b2t_lib
 from b2t_lib.trainability import cell_config
 
+pytestmark = pytest.mark.slow  # trains every variant
+
 UPDATES = 12
 
 

@@ -1,14 +1,15 @@
 """``python -m b2t_lib``: generated options with preset defaults, clear errors, train/evaluate/table."""
 import json
+import re
 import subprocess
 import sys
-from dataclasses import fields
 
 import pytest
 
+from b2t_lib import ModelConfig
 from b2t_lib.cli import EXIT_DIVERGED, build_train_parser, main
 from b2t_lib.data import prepare_synthetic_mt
-from b2t_lib.train import TrainConfig
+from b2t_lib.train.options import train_fields
 
 
 @pytest.fixture(scope="module")
@@ -19,8 +20,11 @@ def data_dir(tmp_path_factory):
 
 def test_help_documents_every_option_with_the_presets_default():
     text = build_train_parser("mt", "full").format_help()
-    for f in fields(TrainConfig):
-        assert "--" + f.name.replace("_", "-") in text, f.name
+    for f in train_fields() + ModelConfig.settable_fields():   # the run's options and the whole model
+        assert re.search("--" + f.name.replace("_", "-") + "[ ,]", text), f.name
+    for name in ModelConfig.data_fields():                     # the task sets these from its data
+        assert not re.search("--" + name.replace("_", "-") + "[ ,]", text), name
+    assert "--deepnet-encoder-beta-factor" in text and "--realformer-running-mean" in text
     assert "(default: 3584)" in text and "(default: 458752)" in text          # full MT preset
     tiny = build_train_parser("mt", "tiny").format_help()
     assert "(default: 'data/synthetic_mt')" in tiny
@@ -55,6 +59,7 @@ def _train_args(data_dir, save_dir, *extra):
             "--save-interval", "4", "--warmup-updates", "2", *extra]
 
 
+@pytest.mark.slow
 def test_train_evaluate_and_table_from_the_command_line(data_dir, tmp_path, capsys):
     run = tmp_path / "b2t"
     assert main(_train_args(data_dir, run, "--max-update", "4", "--beam", "1", "--max-len-b", "3")) == 0
@@ -68,9 +73,10 @@ def test_train_evaluate_and_table_from_the_command_line(data_dir, tmp_path, caps
     assert json.loads(capsys.readouterr().out)["max_update"] == 150000
 
 
+@pytest.mark.slow
 def test_a_diverged_run_exits_3_and_says_so(data_dir, tmp_path, capsys):
     code = main(_train_args(data_dir, tmp_path / "bad", "--variant", "post_ln", "--lr", "30", "--max-update",
                             "50", "--divergence-patience", "3"))
     assert code == EXIT_DIVERGED
-    assert "TRAINING DIVERGED" in capsys.readouterr().out
+    assert "TRAINING DIVERGED" in capsys.readouterr().err   # the CLI shows the library's log on stderr
     assert json.loads((tmp_path / "bad" / "result.json").read_text())["status"] == "diverged"

@@ -17,6 +17,8 @@ from b2t_lib.data import load_translation_split, prepare_synthetic_mt, test_spli
 from b2t_lib.data.synthetic import synthetic_splits
 from b2t_lib.data.text import moses_detokenize, moses_tokenize
 
+pytestmark = pytest.mark.slow  # runs the data pipeline
+
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "data_scripts" / "prepare_wmt14_en_de.py"
 # Lines that Moses normalization and tokenization really change (quotes, apostrophes, hyphens,

@@ -1,22 +1,27 @@
 """The presets carry the paper's Table 6 / Appendix C recipe, and every preset builds a valid model."""
 import pytest
 
-from b2t_lib import ModelConfig
+from b2t_lib import EncoderDecoder, LanguageModel, ModelConfig
 from b2t_lib.presets import RECIPES, TASKS, preset, recipe
 from b2t_lib.scale import SCALES
 from b2t_lib.train import TrainConfig
+from b2t_lib.train.options import option_names
 
 
 @pytest.mark.parametrize("task", TASKS)
 @pytest.mark.parametrize("scale", SCALES)
-def test_every_preset_is_a_valid_config_and_model(task, scale):
+def test_every_preset_names_only_options_and_gives_a_buildable_model(task, scale):
+    assert set(preset(task, scale)) <= set(option_names())      # a misspelt key would be silently unused
     cfg = TrainConfig.from_preset(task, scale)
     assert cfg.task == task and cfg.scale == scale
-    model = ModelConfig(vocab_size=1000, d_model=cfg.d_model, n_heads=cfg.n_heads, d_ff=cfg.d_ff,
-                        encoder_layers=cfg.encoder_layers, decoder_layers=cfg.decoder_layers,
-                        variant=cfg.variant, dropout=cfg.dropout, attention_dropout=cfg.attention_dropout,
-                        activation_dropout=cfg.activation_dropout)
-    assert model.d_model % model.n_heads == 0
+    assert isinstance(cfg.model, ModelConfig)
+    for name, value in preset(task, scale).items():             # model options reach the ModelConfig
+        if name in ModelConfig.__dataclass_fields__:
+            assert getattr(cfg.model, name) == value, name
+    if scale == "tiny":  # the real sizes are too big to build in a unit test; the config checks them
+        model_cfg = cfg.model.replace(vocab_size=100)
+        model = LanguageModel(model_cfg) if model_cfg.encoder_layers == 0 else EncoderDecoder(model_cfg)
+        assert model.cfg == model_cfg
 
 
 # Table 6 of the paper: hidden, FFN, heads, lr, warmup, max updates, max tokens per GPU.
@@ -39,12 +44,18 @@ def test_full_mt_batch_is_the_papers_459k_tokens_on_any_number_of_gpus():
         tokens = cfg.max_tokens * gpus * cfg.update_freq_for(gpus)
         assert 458_752 <= tokens < 458_752 + cfg.max_tokens * gpus
     assert cfg.update_freq_for(8) == 16                   # the README: 8 GPUs x update-freq 16
-    assert (cfg.dropout, cfg.clip_norm, cfg.weight_decay) == (0.3, 0.0, 0.0)
+    assert (cfg.model.dropout, cfg.clip_norm, cfg.weight_decay) == (0.3, 0.0, 0.0)
+
+
+def test_full_mt_averages_the_last_10_epoch_checkpoints():
+    cfg = TrainConfig.from_preset("mt", "full")          # methods_spec 1.8: --num-epoch-checkpoints 10
+    assert (cfg.save_interval_epochs, cfg.save_interval, cfg.keep_last, cfg.average_last) == (1, 0, 10, 10)
 
 
 def test_deep100_recipe_is_appendix_c():
     cfg = TrainConfig.from_preset("mt", "full", "deep100", encoder_layers=100, decoder_layers=100)
-    assert (cfg.dropout, cfg.word_dropout, cfg.init_scale, cfg.clip_norm, cfg.max_update) == (0.5, 0.1, 0.1, 0.1, 25000)
+    m = cfg.model
+    assert (m.dropout, m.word_dropout, m.init_scale, cfg.clip_norm, cfg.max_update) == (0.5, 0.1, 0.1, 0.1, 25000)
     assert TrainConfig.from_preset("mt", "full", "deep100", max_update=30000).max_update == 30000   # explicit wins
     assert recipe("tfixup")["lr_scheduler"] == "inverse_sqrt_nowarmup" and set(RECIPES) >= {"deep100", "tfixup"}
 
@@ -58,8 +69,13 @@ def test_unknown_and_contradictory_settings_are_refused_with_their_names():
         TrainConfig.from_preset("mt", "tiny", lr_scheduler="inverse_sqrt_nowarmup", warmup_updates=10)
     with pytest.raises(ValueError, match="--amp bf16 needs --device cuda"):
         TrainConfig.from_preset("mt", "tiny", device="cpu", amp="bf16")
-    with pytest.raises(ValueError, match="--b2t-rescale-init applies to the B2T variants"):
+    with pytest.raises(ValueError, match=r"b2t_rescale_init \(--b2t-rescale-init\) applies to variant b2t or "
+                                         r"b2t_no_ln only, not variant 'pre_ln'"):
         TrainConfig.from_preset("mt", "tiny", variant="pre_ln", b2t_rescale_init=True)
+    with pytest.raises(ValueError, match="applies to variant deepnet only"):
+        TrainConfig.from_preset("mt", "tiny", variant="b2t", deepnet_encoder_beta_factor=1.15)
+    with pytest.raises(ValueError, match="unknown training options: vocab_size"):   # the data decides it
+        TrainConfig.from_preset("mt", "tiny", vocab_size=100)
 
 
 def test_tfixup_gets_its_own_no_warmup_recipe_without_asking():

@@ -10,6 +10,8 @@ import torch.multiprocessing as mp
 from b2t_lib.data import prepare_synthetic_mt
 from b2t_lib.train import TrainConfig, Trainer, load_checkpoint, read_log
 
+pytestmark = pytest.mark.slow  # trains, in two processes
+
 UPDATES = 6
 
 

@@ -30,3 +30,30 @@ def test_figure6_uses_the_validation_entries_only():
     fig = plot_valid_nll(_logs())
     lines = {line.get_label(): list(line.get_ydata()) for line in fig.axes[0].get_lines()}
     assert lines == {"Pre-LN": [3.5], "B2T connection": [3.0]}
+
+
+def test_training_curves_put_one_depth_per_panel_and_mark_diverged_runs():
+    from b2t_lib.plots.methods import plot_training_curves
+
+    cells = [
+        dict(variant="post_ln", layers=6, status="stalled", train_curve=[[1, 10.0], [2, 8.0]]),
+        dict(variant="b2t", layers=6, status="converged", train_curve=[[1, 10.0], [2, 6.0]]),
+        dict(variant="post_ln", layers=18, status="diverged", train_curve=[[1, 10.0], [2, 1e6], [3, float("nan")]]),
+        dict(variant="b2t", layers=18, status="converged", train_curve=[[1, 10.0], [2, 7.0]]),
+    ]
+    fig = plot_training_curves(cells, title="t")
+    assert [ax.get_title() for ax in fig.axes] == ["6L-6L", "18L-18L"]
+    deep = fig.axes[1]
+    labels = [line.get_label() for line in deep.get_lines() if not line.get_label().startswith("_")]
+    assert labels == ["Post-LN (diverged)", "B2T connection"]
+    low, high = deep.get_ylim()
+    assert low < 6.0 and 10.0 < high < 100.0, "the y-range is that of the runs that did not diverge"
+    cross = [line for line in deep.get_lines() if line.get_marker() == "x"]
+    assert len(cross) == 1 and list(cross[0].get_xdata()) == [3]   # where the diverged run ended
+    assert cross[0].get_color() == variant_color("post_ln")
+    try:
+        plot_training_curves([])
+    except ValueError as err:
+        assert "no training runs" in str(err)
+    else:
+        raise AssertionError("an empty list must be refused")

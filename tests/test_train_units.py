@@ -9,6 +9,7 @@ from b2t_lib.config import PAD
 from b2t_lib.train import (CheckpointMismatch, DivergenceMonitor, LRSchedule, average_checkpoints,
                            label_smoothed_nll_loss, list_checkpoints, load_checkpoint)
 from b2t_lib.train.checkpoint import check_compatible, save_checkpoint
+from b2t_lib.train.mt_task import lenpen_for
 
 
 def _logits_and_target():
@@ -116,3 +117,9 @@ def test_run_many_refuses_runs_that_would_share_a_save_dir():
     with pytest.raises(ValueError, match="its own --save-dir"):
         run_many([a, TrainConfig.from_preset("mt", "tiny", save_dir="runs/x", variant="pre_ln")])
     assert run_many([]) == []
+
+
+def test_length_penalty_rule_follows_the_readme():
+    assert lenpen_for("newstest2014", 0.6, 1.0) == 0.6
+    assert lenpen_for("newstest2012", 0.6, 1.0) == 1.0
+    assert lenpen_for("test", 0.6, 1.0) == 0.6

@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from b2t_lib.trainability import (STATUSES, classify, load_trainability, main, run_trainability_map,
-                                  status_grid, unigram_nll)
+from b2t_lib.cli import cmd_trainability
+from b2t_lib.trainability import (STATUSES, classify, load_trainability, run_trainability_map, status_grid,
+                                  unigram_nll)
 
 matplotlib.use("Agg")
 
@@ -32,6 +33,7 @@ def test_classify_separates_the_three_outcomes():
     assert classify("completed", 7.0, threshold=7.0) == "stalled"
 
 
+@pytest.mark.slow
 def test_unigram_bar_is_the_trainers_nll_of_a_frequency_only_model(tiny_data):
     from b2t_lib.data import load_translation_split
     from b2t_lib.train import label_smoothed_nll_loss
@@ -47,6 +49,7 @@ def test_unigram_bar_is_the_trainers_nll_of_a_frequency_only_model(tiny_data):
     assert unigram_nll(tiny_data) < math.log2(len(train.dictionary))  # better than uniform
 
 
+@pytest.mark.slow
 def test_grid_is_trained_written_and_resumed(tiny_data, tmp_path):
     out = tmp_path / "map.json"
     options = dict(OPTIONS, data=str(tiny_data))
@@ -70,6 +73,7 @@ def test_grid_is_trained_written_and_resumed(tiny_data, tmp_path):
     assert depths == [2] and lrs == [1e-3, 3e-3] and all(s in STATUSES for s in grid[0])
 
 
+@pytest.mark.slow
 def test_command_line_writes_the_map_and_draws_the_heatmap(tiny_data, tmp_path, capsys):
     from b2t_lib.cli import COMMANDS
 
@@ -78,7 +82,7 @@ def test_command_line_writes_the_map_and_draws_the_heatmap(tiny_data, tmp_path, 
     argv = ["--variants", "b2t", "--depths", "2", "--lrs", "2e-3", "--max-update", "3", "--scale", "tiny",
             "--out", str(out), "--figure", str(figure), "--option", f"data={tiny_data}"]
     argv += [arg for key, value in OPTIONS.items() for arg in ("--option", f"{key}={value}")]
-    assert main(argv) == 0
+    assert cmd_trainability(argv) == 0
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert summary["cells"] == 1 and figure.stat().st_size > 0
     assert load_trainability(out)["options"]["d_model"] == 16
@@ -86,7 +90,7 @@ def test_command_line_writes_the_map_and_draws_the_heatmap(tiny_data, tmp_path, 
 
 def test_command_line_refuses_an_unknown_variant(tmp_path):
     with pytest.raises(SystemExit):
-        main(["--variants", "no_such_variant", "--out", str(tmp_path / "x.json")])
+        cmd_trainability(["--variants", "no_such_variant", "--out", str(tmp_path / "x.json")])
 
 
 def test_heatmap_colors_each_cell_by_its_status():

@@ -10,19 +10,22 @@ name            one sub-layer (or stack) in short                               
 ``deepnet``     :math:`\mathrm{LN}(\alpha x + \mathcal{F}(x))`, :math:`\beta`-scaled init          :mod:`.deepnet`
 ==============  ==========================================================================  ===========
 
-Importing this package registers them; ``import b2t_lib`` does so. Each one only overrides the
-:class:`~b2t_lib.variants.Variant` hooks it needs, so the other variants pay nothing for them.
+Importing this package registers them; ``import b2t_lib`` does so. Each method lives whole in its
+own module and only overrides the :class:`~b2t_lib.variants.Variant` hooks it needs, so the other
+variants pay nothing for them. DLCL and RealFormer derive from Post-LN; T-Fixup shares B2T w/o LN's
+LayerNorm-free residual loop (:func:`b2t_lib.variants.residual_sublayers`).
 """
 from . import admin, deepnet, dlcl, realformer, tfixup  # noqa: F401  (each module registers its variant)
-from .admin import Admin, AdminProfiler
+from .admin import Admin, AdminProfiler, ShortcutWeights
 from .deepnet import DeepNet, deepnet_constants
-from .dlcl import DLCL, dlcl_average_weights
-from .realformer import RealFormer
+from .dlcl import DLCL, combine, dlcl_average_weights
+from .realformer import RealFormer, RealFormerAttention
 from .tfixup import TFixup, tfixup_embedding_factor, tfixup_layer_factor
 
 BASELINES = ("dlcl", "admin", "tfixup", "realformer", "deepnet")  # Table 1's order
 
 __all__ = [
-    "BASELINES", "Admin", "AdminProfiler", "DeepNet", "deepnet_constants", "DLCL", "dlcl_average_weights",
-    "RealFormer", "TFixup", "tfixup_embedding_factor", "tfixup_layer_factor",
+    "BASELINES", "Admin", "AdminProfiler", "ShortcutWeights", "DeepNet", "deepnet_constants", "DLCL", "combine",
+    "dlcl_average_weights", "RealFormer", "RealFormerAttention", "TFixup", "tfixup_embedding_factor",
+    "tfixup_layer_factor",
 ]

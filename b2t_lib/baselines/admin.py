@@ -21,13 +21,15 @@ gradient of the shortcut.
 How it runs here:
 
 * :meth:`Admin.prepare_for_training` is the profiling pass. The trainer calls
-  ``model.prepare_for_training(batch)`` once when it starts from scratch. The official code writes
+  ``model.prepare_for_training(run_forward)`` once when it starts from scratch, with a function that
+  runs the model on its first training batch (Admin never sees the batch). The official code writes
   the ratios to ``profile.ratio.init`` and needs a second launch; here they go straight into the
   :math:`\omega` parameters, and a boolean buffer ``admin_profiled`` on each stack (saved in the
   state dict) makes a resumed run skip the pass. What it set is logged (logger ``b2t_lib.baselines.admin``).
 * Before profiling every :math:`\omega_i = 1`, so an unprofiled Admin model computes exactly Post-LN.
-* fc1/fc2 use the Admin repository's ``xavier_uniform_`` init with zero bias.
-* Parameter names: ``admin_shortcut_weights.{i}`` on each layer (no fairseq name is reused).
+* As in the Admin repository: fc1/fc2 use ``xavier_uniform_`` with zero bias, and the q/k/v biases are zero.
+* Parameter names: ``admin_shortcut_weights.{i}`` on each layer (no fairseq name is reused). They
+  live in :class:`ShortcutWeights`, a parameter list that also holds the profiler during the pass.
 """
 from __future__ import annotations
 
@@ -37,8 +39,9 @@ import math
 import torch
 from torch import nn
 
+from ..model import model_stacks
 from ..variants import Variant, register
-from .common import stack_modules, xavier_ffn_init
+from .common import xavier_ffn_init, zero_attention_biases
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +66,15 @@ class AdminProfiler:
         return shortcut
 
 
+class ShortcutWeights(nn.ParameterList):
+    """One layer's :math:`\omega_i` (one vector per sub-layer), and the stack's profiler while
+    :meth:`Admin.prepare_for_training` runs (None otherwise)."""
+
+    def __init__(self, d_model: int, sublayers: int):
+        super().__init__(nn.Parameter(torch.ones(d_model)) for _ in range(sublayers))  # omega_i = 1
+        self.profiler: AdminProfiler | None = None
+
+
 @register
 class Admin(Variant):
     r"""Post-LN with :math:`x \leftarrow \mathrm{LN}(\omega \odot x + \mathcal{F}(x))`, :math:`\omega` profiled."""
@@ -71,71 +83,49 @@ class Admin(Variant):
 
     def build_layer(self, layer: nn.Module) -> None:
         sublayers = 3 if getattr(layer, "cross_attention", False) else 2
-        layer.admin_shortcut_weights = nn.ParameterList(
-            nn.Parameter(torch.ones(layer.d_model)) for _ in range(sublayers)  # omega_i, one per sub-layer
-        )
-        layer.admin_profiler = None  # set only during the profiling pass
-
-    def init_layer(self, layer: nn.Module) -> None:
+        layer.admin_shortcut_weights = ShortcutWeights(layer.d_model, sublayers)
         xavier_ffn_init(layer)
+        zero_attention_biases(layer)
 
-    def build_stack(self, stack: nn.Module) -> None:
-        stack.register_buffer("admin_profiled", torch.zeros((), dtype=torch.bool))
+    def build_model(self, model: nn.Module) -> None:
+        for stack in model_stacks(model).values():
+            stack.register_buffer("admin_profiled", torch.zeros((), dtype=torch.bool))
 
     def layer_forward(self, layer, x, sublayers):
-        profiler = layer.admin_profiler
-        for (branch, norm), omega in zip(sublayers, layer.admin_shortcut_weights):
+        omegas = layer.admin_shortcut_weights
+        for (branch, norm), omega in zip(sublayers, omegas):
             f = branch(x)  # Drop(f_i(x_{i-1})), (batch, time, d_model)
-            shortcut = profiler.step(omega, x, f) if profiler is not None else omega * x
+            shortcut = omegas.profiler.step(omega, x, f) if omegas.profiler is not None else omega * x
             x = norm(shortcut + f)  # x_i = LN(omega_i * x_{i-1} + Drop(f_i(x_{i-1})))
         return x
 
-    def prepare_for_training(self, model: nn.Module, batch: dict) -> bool:
-        """The profiling pass: one training-mode forward on ``batch`` that sets every :math:`\\omega`.
+    def prepare_for_training(self, model: nn.Module, run_forward) -> bool:
+        """The profiling pass: ``run_forward()`` in training mode, without gradients, sets every :math:`\omega`.
 
         Returns False (and does nothing) when the model was profiled before, e.g. on resume.
         """
-        stacks = stack_modules(model)
+        stacks = list(model_stacks(model).values())
         if all(bool(stack.admin_profiled) for stack in stacks):
             logger.info("admin: shortcut weights were profiled before (restored from a checkpoint); skipping")
             return False
         profilers = {}
         for stack in stacks:
-            profilers[stack] = AdminProfiler()
+            profilers[stack] = AdminProfiler()  # one running s per stack
             for layer in stack.layers:
-                layer.admin_profiler = profilers[stack]
+                layer.admin_shortcut_weights.profiler = profilers[stack]
         was_training = model.training
         model.train()  # the official profiling runs with dropout on
         try:
             with torch.no_grad():
-                run_model_on_batch(model, batch)
+                run_forward()
         finally:
             model.train(was_training)
             for stack in stacks:
                 for layer in stack.layers:
-                    layer.admin_profiler = None
+                    layer.admin_shortcut_weights.profiler = None
         for stack, profiler in profilers.items():
             stack.admin_profiled.fill_(True)
-            role = stack.stack.role
             logger.info("admin: profiled %d %s shortcut weights, omega from %.3f to %.3f: %s",
-                        len(profiler.omegas), role, min(profiler.omegas), max(profiler.omegas),
+                        len(profiler.omegas), stack.stack.role, min(profiler.omegas), max(profiler.omegas),
                         " ".join(f"{w:.3f}" for w in profiler.omegas))
         return True
-
-
-def run_model_on_batch(model: nn.Module, batch: dict) -> torch.Tensor:
-    """Forward ``model`` on a training batch: fairseq-style ``{"net_input": {...}}`` or flat keys.
-
-    Encoder-decoders need ``src_tokens`` and ``prev_output_tokens``; language models ``tokens``
-    (or ``src_tokens``/``prev_output_tokens`` as the input sequence).
-    """
-    inputs = batch.get("net_input", batch)
-    if getattr(model, "encoder", None) is not None:
-        missing = [k for k in ("src_tokens", "prev_output_tokens") if k not in inputs]
-        if missing:
-            raise KeyError(f"the batch for an encoder-decoder needs {missing}; it has {sorted(inputs)}")
-        return model(inputs["src_tokens"], inputs["prev_output_tokens"])
-    for key in ("tokens", "prev_output_tokens", "src_tokens"):
-        if key in inputs:
-            return model(inputs[key])
-    raise KeyError(f"the batch for a language model needs 'tokens'; it has {sorted(inputs)}")

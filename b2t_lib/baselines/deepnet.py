@@ -24,18 +24,20 @@ Choices (documented in notebook 11 as well):
   uses 1.15. Switch with ``ModelConfig(deepnet_encoder_beta_factor=1.15)``.
 * The initialization follows the DeepNet paper's pseudocode (and the Admin repository's ``deepnet``
   branch): ``xavier_normal_(gain=beta)`` for ``fc1``, ``fc2``, ``v_proj``, ``out_proj`` and
-  ``xavier_normal_(gain=1)`` for ``q_proj``, ``k_proj``, in self- and cross-attention alike. Biases
-  keep their default init. (torchscale instead divides the default init, biases included, by
-  :math:`1/\beta`.)
+  ``xavier_normal_(gain=1)`` for ``q_proj``, ``k_proj``, in self- and cross-attention alike, and,
+  as that code does, zero biases for q/k/v and the FFN (the output projection's is zero anyway).
+  (torchscale instead divides the default init, biases included, by :math:`1/\beta`.)
 * A decoder layer with cross-attention always uses the encoder-decoder decoder row; a standalone
   encoder stack without a decoder uses the encoder-only row.
 """
 from __future__ import annotations
 
+import torch
 from torch import nn
 
+from ..config import model_default
 from ..variants import StackInfo, Variant, register
-from .common import attention_modules
+from .common import attention_modules, zero_attention_biases
 
 
 def deepnet_constants(stack: StackInfo) -> tuple[float, float]:
@@ -48,7 +50,7 @@ def deepnet_constants(stack: StackInfo) -> tuple[float, float]:
     m = stack.decoder_layers
     if m == 0:
         return (2 * n) ** 0.25, (8 * n) ** -0.25  # encoder-only, N layers
-    factor = stack.options.get("deepnet_encoder_beta_factor", 0.87)
+    factor = stack.options.get("deepnet_encoder_beta_factor", model_default("deepnet_encoder_beta_factor"))
     return 0.81 * (n**4 * m) ** (1 / 16), factor * (n**4 * m) ** (-1 / 16)  # encoder of an enc-dec
 
 
@@ -58,17 +60,14 @@ class DeepNet(Variant):
 
     name, title, equation = "deepnet", "DeepNet", "Wang et al. 2022 (methods_spec 2.1)"
 
-    def build_layer(self, layer: nn.Module) -> None:
-        layer.deepnet_alpha, layer.deepnet_beta = deepnet_constants(layer.stack)  # plain floats, not learned
-
     def layer_forward(self, layer, x, sublayers):
         alpha = layer.deepnet_alpha
         for branch, norm in sublayers:
             x = norm(alpha * x + branch(x))  # DeepNorm: x_{l+1} = LN(alpha x_l + G(x_l))
         return x
 
-    def init_layer(self, layer: nn.Module) -> None:
-        beta = layer.deepnet_beta
+    def build_layer(self, layer: nn.Module) -> None:
+        layer.deepnet_alpha, beta = deepnet_constants(layer.stack)  # plain floats, not learned
         for attention in attention_modules(layer):
             nn.init.xavier_normal_(attention.q_proj.weight, gain=1.0)
             nn.init.xavier_normal_(attention.k_proj.weight, gain=1.0)
@@ -76,3 +75,7 @@ class DeepNet(Variant):
             nn.init.xavier_normal_(attention.out_proj.weight, gain=beta)  # ... and output projection
         nn.init.xavier_normal_(layer.fc1.weight, gain=beta)  # beta-scaled FFN
         nn.init.xavier_normal_(layer.fc2.weight, gain=beta)
+        zero_attention_biases(layer)
+        with torch.no_grad():
+            layer.fc1.bias.zero_()
+            layer.fc2.bias.zero_()

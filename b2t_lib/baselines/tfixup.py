@@ -34,7 +34,8 @@ import math
 import torch
 from torch import nn
 
-from ..variants import Variant, register
+from ..model import model_stacks
+from ..variants import Variant, register, residual_sublayers
 from .common import attention_modules, xavier_ffn_init
 
 RECIPE = "tfixup"  # the trainer recipe (b2t_lib.presets.RECIPES) that carries the no-warmup schedule
@@ -61,11 +62,9 @@ class TFixup(Variant):
     recipe = RECIPE  # the trainer recipe with T-Fixup's no-warmup schedule
 
     def layer_forward(self, layer, x, sublayers):
-        for branch, _ in sublayers:
-            x = x + branch(x)  # plain residual, no LayerNorm
-        return x
+        return residual_sublayers(x, sublayers)  # x <- x + F(x) for every sub-layer, no LayerNorm
 
-    def init_layer(self, layer: nn.Module) -> None:
+    def build_layer(self, layer: nn.Module) -> None:
         xavier_ffn_init(layer)
         factor = tfixup_layer_factor(layer.stack.role, layer.stack.num_layers)
         with torch.no_grad():
@@ -75,11 +74,10 @@ class TFixup(Variant):
                 attention.out_proj.weight.mul_(factor)
                 attention.v_proj.weight.mul_(factor * math.sqrt(2))  # sqrt(2) undoes the 1/sqrt(2) gain
 
-    def init_model(self, model: nn.Module) -> None:
-        encoder = getattr(model, "encoder", None)
+    def build_model(self, model: nn.Module) -> None:
         scaled = set()
         with torch.no_grad():
-            for stack in ([encoder] if encoder is not None else []) + [model.decoder]:
+            for stack in model_stacks(model).values():
                 embedding = stack.embed_tokens
                 if id(embedding) in scaled:
                     continue  # shared with the encoder: scaled once, by the encoder's factor

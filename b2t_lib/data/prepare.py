@@ -38,7 +38,8 @@ from b2t_lib.config import EOS, UNK
 from .bpe import BPE, learn_bpe, load_codes, save_codes
 from .dictionary import Dictionary
 from .indexed import RaggedArray, token_dtype, write_ragged
-from .steps import StepRunner, clear_digest_cache, describe_file, file_digest, file_problem, read_json, write_json_atomic
+from ..files import write_json_atomic
+from .steps import StepRunner, clear_digest_cache, describe_file, file_digest, file_problem, read_json
 from .text import TOKENIZERS, clean_raw_line, default_workers, keep_pair, tokenize_pairs
 
 log = logging.getLogger("b2t_lib.data")

@@ -5,7 +5,8 @@ detected and rebuilt, never used:
 
 1. the step writes each output to a temporary name next to its final name;
 2. only when all outputs are complete are they renamed into place (``os.replace`` is atomic);
-3. then, *last*, a record ``work/steps/<step>.json`` is written (itself atomically) with the
+3. then, *last*, a record ``work/steps/<step>.json`` is written (itself atomically, with
+   :func:`b2t_lib.files.write_json_atomic`) with the
    step's parameters, the digests of its inputs and the size and digest of every output.
 
 On the next run a step is skipped only if its record exists, its parameters and input digests
@@ -23,6 +24,8 @@ import logging
 import os
 from pathlib import Path
 from typing import Callable, Iterator
+
+from ..files import write_json_atomic
 
 log = logging.getLogger("b2t_lib.data")
 
@@ -66,16 +69,6 @@ def file_problem(path: Path, expected: dict, *, check_digest: bool = True) -> st
     if check_digest and file_digest(path) != expected["digest"]:
         return f"{path} has changed since it was written (checksum mismatch)"
     return None
-
-
-def write_json_atomic(path: Path, value: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(value, f, indent=1, sort_keys=True)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def read_json(path: Path) -> dict | None:

@@ -15,45 +15,30 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from ..loss import label_smoothed_nll_loss  # the trainer's loss, not a second copy
+from ..model import forward_batch, model_stacks
+
 
 def model_loss(model: nn.Module, batch: dict, label_smoothing: float = 0.1) -> torch.Tensor:
     """Per-token label-smoothed loss of ``model`` on ``batch`` (a 0-dim tensor with a graph).
 
-    ``batch`` holds ``prev_output_tokens`` and ``target`` (batch, tgt_time), and ``src_tokens``
-    (batch, src_time) for an encoder-decoder; a decoder-only model (``model.encoder`` absent)
-    reads ``prev_output_tokens`` only.
+    ``batch`` holds the model's inputs (``src_tokens`` and ``prev_output_tokens`` for an
+    encoder-decoder, ``prev_output_tokens`` for a decoder-only model, see
+    :func:`b2t_lib.model.forward_batch`) and the ``target`` (batch, tgt_time).
     """
-    from ..train.loss import label_smoothed_nll_loss  # the trainer's loss, not a second copy
-
-    missing = [key for key in ("prev_output_tokens", "target") if key not in batch]
-    if hasattr(model, "encoder") and "src_tokens" not in batch:
-        missing.append("src_tokens")
-    if missing:
-        raise KeyError(f"the batch lacks {', '.join(missing)}; build one with "
-                       f"b2t_lib.diagnostics.random_translation_batch or the trainer's collate")
-    if hasattr(model, "encoder"):
-        logits = model(batch["src_tokens"], batch["prev_output_tokens"])  # (batch, tgt_time, vocab)
-    else:
-        logits = model(batch["prev_output_tokens"])
+    if "target" not in batch:
+        raise KeyError("the batch lacks 'target'; build one with b2t_lib.diagnostics.random_translation_batch "
+                       "or the trainer's collate")
+    logits = forward_batch(model, batch)  # (batch, tgt_time, vocab)
     out = label_smoothed_nll_loss(logits, batch["target"], label_smoothing)
     if int(out.ntokens) == 0:
         raise ValueError("the batch has no non-padding target token, so its loss has no gradient")
     return out.loss / out.ntokens
 
 
-def stacks_of(model: nn.Module) -> dict[str, nn.Module]:
-    """The model's layer stacks by role: ``{"encoder": ..., "decoder": ...}`` (no encoder in an LM)."""
-    stacks = {}
-    for name in ("encoder", "decoder"):
-        stack = getattr(model, name, None)
-        if stack is not None and len(getattr(stack, "layers", ())) > 0:
-            stacks[name] = stack
-    return stacks
-
-
 def layer_of(model: nn.Module, stack: str, layer_index: int) -> nn.Module:
     """``model.<stack>.layers[layer_index]`` (negative indices count from the top), with clear errors."""
-    stacks = stacks_of(model)
+    stacks = model_stacks(model)
     if stack not in stacks:
         raise ValueError(f"the model has no {stack!r} stack; it has: {', '.join(stacks) or 'none'}")
     layers = stacks[stack].layers

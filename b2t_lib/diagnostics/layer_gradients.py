@@ -23,7 +23,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from .forward import model_loss, stacks_of
+from ..model import model_stacks
+from .forward import model_loss
 
 
 @dataclass
@@ -68,7 +69,7 @@ def layer_gradient_norms(model: nn.Module, batch: dict, label_smoothing: float =
     Works at initialization or on a trained checkpoint; the model's train/eval mode is kept as
     it is (build it with ``dropout=0.0``, or call ``model.eval()``, for a deterministic profile).
     """
-    stacks = stacks_of(model)
+    stacks = model_stacks(model)
     outputs: dict[str, list[torch.Tensor]] = {name: [] for name in stacks}
     handles = []
     for name, stack in stacks.items():

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .forward import stacks_of
+from ..model import forward_batch, model_stacks
 
 
 @dataclass
@@ -39,11 +39,6 @@ class LayerSimilarity:
         """:math:`S_{iN}` for every layer :math:`i` below the top: how close each layer is to the last."""
         return self.matrix[:-1, -1]
 
-    def mean_lower_left(self) -> float:
-        """Mean of the strictly lower triangle: the average similarity of two different layers."""
-        rows, cols = np.tril_indices(self.matrix.shape[0], k=-1)
-        return float(self.matrix[rows, cols].mean())
-
 
 @torch.no_grad()
 def layer_output_similarity(model: nn.Module, batch: dict, stack: str = "encoder") -> LayerSimilarity:
@@ -51,7 +46,7 @@ def layer_output_similarity(model: nn.Module, batch: dict, stack: str = "encoder
 
     ``batch`` holds ``src_tokens`` (read by the encoder) and ``prev_output_tokens`` (decoder).
     """
-    stacks = stacks_of(model)
+    stacks = model_stacks(model)
     if stack not in stacks:
         raise ValueError(f"the model has no {stack!r} stack; it has: {', '.join(stacks) or 'none'}")
     outputs: list[torch.Tensor] = []
@@ -60,10 +55,7 @@ def layer_output_similarity(model: nn.Module, batch: dict, stack: str = "encoder
     was_training = model.training
     model.eval()
     try:
-        if hasattr(model, "encoder"):
-            model(batch["src_tokens"], batch["prev_output_tokens"])
-        else:
-            model(batch["prev_output_tokens"])
+        forward_batch(model, batch)
     finally:
         for handle in handles:
             handle.remove()

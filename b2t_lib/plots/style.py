@@ -10,6 +10,8 @@ from pathlib import Path
 
 import matplotlib
 
+from ..variants import VARIANTS
+
 # One color per method, the same in every figure of the course.
 VARIANT_COLORS = {
     "post_ln": "#1f77b4",
@@ -21,18 +23,6 @@ VARIANT_COLORS = {
     "tfixup": "#7f7f7f",
     "realformer": "#bcbd22",
     "deepnet": "#17becf",
-}
-
-VARIANT_LABELS = {
-    "post_ln": "Post-LN",
-    "pre_ln": "Pre-LN",
-    "b2t": "B2T connection",
-    "b2t_no_ln": "B2T w/o LN",
-    "dlcl": "DLCL",
-    "admin": "Admin",
-    "tfixup": "T-Fixup",
-    "realformer": "RealFormer",
-    "deepnet": "DeepNet",
 }
 
 STYLE = {
@@ -63,7 +53,9 @@ def variant_color(name: str) -> str:
 
 
 def variant_label(name: str) -> str:
-    return VARIANT_LABELS.get(name, name)
+    """The variant's one label, :attr:`b2t_lib.variants.Variant.title` (the name itself if unregistered)."""
+    variant = VARIANTS.get(name)
+    return variant.title if variant is not None else name
 
 
 def figure_dir() -> Path | None:

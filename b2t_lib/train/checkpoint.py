@@ -3,10 +3,17 @@ and averaged for decoding as the paper does (methods_spec 1.8: average the last 
 
 Files in ``save_dir``: ``checkpoint_<update>.pt`` (numbered), ``checkpoint_last.pt`` and
 ``checkpoint_best.pt`` (hard links to numbered ones, so they cost no extra disk or time).
+
+A checkpoint holds only tensors and plain Python values (numbers, strings, lists, tuples, dicts;
+the random generators' states are stored in that form too), so it is read with
+``torch.load(weights_only=True)``: loading a file cannot run code from it. A file that needs more
+(for example one written by an older version of this library, with NumPy arrays inside) is refused
+with a message; ``load_checkpoint(path, trust=True)`` reads it in full, for files you wrote yourself.
 """
 from __future__ import annotations
 
 import os
+import pickle
 import random
 import re
 import shutil
@@ -15,11 +22,21 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..files import atomic_write
+
 _NUMBERED = re.compile(r"^checkpoint_(\d+)\.pt$")
 
 
 class CheckpointMismatch(ValueError):
     """A checkpoint written by a different configuration than the one asked to resume it."""
+
+
+class UnreadableCheckpoint(CheckpointMismatch):
+    """A checkpoint file that cannot be read: truncated, corrupted, or not a checkpoint at all."""
+
+
+class UntrustedCheckpoint(CheckpointMismatch):
+    """A checkpoint that holds objects a safe (``weights_only``) load refuses to rebuild."""
 
 
 def numbered_path(save_dir: Path, update: int) -> Path:
@@ -46,19 +63,20 @@ def _atomic_link(target: Path, link: Path) -> None:
     os.replace(tmp, link)
 
 
-def save_checkpoint(state: dict, save_dir: Path, update: int, keep_last: int, is_best: bool) -> Path:
+def save_checkpoint(state: dict, save_dir: Path, update: int, keep_last: int, is_best: bool,
+                    numbered: bool = True) -> Path:
     """Write ``checkpoint_<update>.pt`` atomically (temporary file, fsync, rename), update the
-    ``last``/``best`` links and delete numbered checkpoints beyond the last ``keep_last``."""
+    ``last``/``best`` links and delete numbered checkpoints beyond the last ``keep_last``.
+
+    ``numbered=False`` writes ``checkpoint_last.pt`` only: a state to resume from that is not one of
+    the checkpoints averaged for decoding (fairseq's last, mid-epoch state when it saves by epoch).
+    """
     folder = Path(save_dir)
-    folder.mkdir(parents=True, exist_ok=True)
-    path = numbered_path(folder, update)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as handle:
+    path = numbered_path(folder, update) if numbered else folder / "checkpoint_last.pt"
+    with atomic_write(path, "wb") as handle:  # replaces the name only: a file it was linked to is kept
         torch.save(state, handle)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
-    _atomic_link(path, folder / "checkpoint_last.pt")
+    if numbered:
+        _atomic_link(path, folder / "checkpoint_last.pt")
     if is_best:
         _atomic_link(path, folder / "checkpoint_best.pt")
     for old in list_checkpoints(folder)[:-keep_last]:
@@ -66,17 +84,63 @@ def save_checkpoint(state: dict, save_dir: Path, update: int, keep_last: int, is
     return path
 
 
-def load_checkpoint(path: Path) -> dict:
-    """Load a checkpoint on the CPU. (It holds RNG states and config dicts, so it is unpickled in
-    full: load only checkpoints you wrote or trust.)"""
+def holds_run(save_dir: Path) -> bool:
+    """True when ``save_dir`` holds checkpoints of a run (numbered ones or ``checkpoint_last.pt``)."""
+    return bool(list_checkpoints(save_dir)) or (Path(save_dir) / "checkpoint_last.pt").is_file()
+
+
+def load_checkpoint(path: Path, trust: bool = False) -> dict:
+    """Load a checkpoint on the CPU with ``torch.load(weights_only=True)``.
+
+    Raises :class:`UnreadableCheckpoint` for a truncated or foreign file and
+    :class:`UntrustedCheckpoint` for one that holds more than tensors and plain values;
+    ``trust=True`` unpickles such a file in full (it can run code: only for files you trust).
+    """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no checkpoint at {path}")
     try:
-        return torch.load(path, map_location="cpu", weights_only=False)
-    except Exception as err:  # truncated or foreign file
-        raise CheckpointMismatch(f"{path} is not a readable checkpoint ({err}); delete it or "
-                                 f"resume from another one") from err
+        return torch.load(path, map_location="cpu", weights_only=not trust)
+    except pickle.UnpicklingError as err:
+        found = re.search(r"Unsupported global: GLOBAL (\S+)", str(err))
+        if found:  # a well-formed file that needs code to rebuild one of its objects
+            raise UntrustedCheckpoint(
+                f"{path} holds a {found.group(1)} object, which a safe load does not rebuild; if you wrote "
+                f"this file yourself (e.g. with an older version of b2t_lib), load it with "
+                f"load_checkpoint(path, trust=True)") from err
+        raise UnreadableCheckpoint(f"{path} is not a readable checkpoint (its bytes are not a file torch.save "
+                                   f"wrote)") from err
+    except Exception as err:  # truncated, corrupted or foreign file
+        raise UnreadableCheckpoint(f"{path} is not a readable checkpoint ({_first_line(err)})") from err
+
+
+def _first_line(err: Exception) -> str:
+    text = str(err).strip()
+    return f"{type(err).__name__}: {text.splitlines()[0] if text else ''}"
+
+
+def newest_readable_checkpoint(save_dir: Path) -> tuple[Path, dict, list[str]] | None:
+    """The newest checkpoint of ``save_dir`` that loads: ``(path, state, problems)``, where ``problems``
+    says why each newer file was skipped; None when the folder holds no checkpoint at all.
+
+    ``checkpoint_last.pt`` is tried first, then the numbered checkpoints from the newest down.
+    Raises :class:`UnreadableCheckpoint` (naming every file) when none of them loads.
+    """
+    folder = Path(save_dir)
+    candidates = [folder / "checkpoint_last.pt"] if (folder / "checkpoint_last.pt").is_file() else []
+    for path in reversed(list_checkpoints(folder)):
+        if not any(os.path.samefile(path, seen) for seen in candidates):
+            candidates.append(path)
+    problems = []
+    for path in candidates:
+        try:
+            return path, load_checkpoint(path), problems
+        except UnreadableCheckpoint as err:
+            problems.append(str(err))
+    if not candidates:
+        return None
+    raise UnreadableCheckpoint(f"no checkpoint in {folder} can be read:\n  " + "\n  ".join(problems)
+                               + "\nStart a new run in another --save-dir (or move these files away).")
 
 
 def check_compatible(saved: dict, current: dict, allowed: frozenset, what: str = "option") -> None:
@@ -122,8 +186,12 @@ def average_checkpoints(paths: list[Path]) -> dict:
 
 
 def capture_rng_state() -> dict:
-    """The state of every random generator the training draws from."""
-    state = {"python": random.getstate(), "numpy": np.random.get_state(),
+    """The state of every random generator the training draws from, as tensors and plain values
+    (so that a checkpoint loads with ``weights_only=True``)."""
+    kind, keys, pos, has_gauss, gauss = np.random.get_state()
+    state = {"python": random.getstate(),  # (version, tuple of ints, None or float)
+             "numpy": (str(kind), torch.from_numpy(keys.astype(np.int64)), int(pos), int(has_gauss),
+                       float(gauss)),
              "torch": torch.get_rng_state()}
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         state["cuda"] = torch.cuda.get_rng_state()   # this process's device only (one GPU per process)
@@ -132,7 +200,8 @@ def capture_rng_state() -> dict:
 
 def restore_rng_state(state: dict) -> None:
     random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
+    kind, keys, pos, has_gauss, gauss = state["numpy"]
+    np.random.set_state((kind, np.asarray(keys, dtype=np.int64).astype(np.uint32), pos, has_gauss, gauss))
     torch.set_rng_state(state["torch"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state(state["cuda"])

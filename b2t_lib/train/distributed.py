@@ -81,15 +81,6 @@ def all_gather_object(obj, env: DistEnv) -> list:
     return out
 
 
-def broadcast_object(obj, env: DistEnv):
-    """Rank 0's ``obj`` on every process."""
-    if not env.enabled:
-        return obj
-    box = [obj]
-    dist.broadcast_object_list(box, src=0)
-    return box[0]
-
-
 def barrier(env: DistEnv) -> None:
     if env.enabled:
         dist.barrier()

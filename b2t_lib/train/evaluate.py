@@ -9,11 +9,12 @@ from pathlib import Path
 
 import torch
 
+from ..files import write_json_atomic
 from . import records
 from .checkpoint import average_checkpoints, list_checkpoints, load_checkpoint
 from .distributed import resolve_device
 from .options import TrainConfig
-from .task import build_task
+from .tasks import build_task
 
 EVAL_OPTIONS = ("beam", "lenpen", "lenpen_other", "max_len_a", "max_len_b", "eval_batch_size",
                 "average_last", "data")
@@ -35,6 +36,8 @@ def evaluate_run(save_dir: str | Path, checkpoint: str | Path | None = None, dev
         paths = [Path(checkpoint)]
     else:
         paths = list_checkpoints(save_dir)
+        if not paths and (save_dir / "checkpoint_last.pt").is_file():  # saved by epoch, no epoch ended yet
+            paths = [save_dir / "checkpoint_last.pt"]
         if not paths:
             raise FileNotFoundError(f"no checkpoints in {save_dir}; train first or pass --checkpoint")
     state = load_checkpoint(paths[-1])
@@ -52,12 +55,12 @@ def evaluate_run(save_dir: str | Path, checkpoint: str | Path | None = None, dev
     metrics["averaged_checkpoints"] = [p.name for p in paths]
     metrics["eval_options"] = {k: getattr(cfg, k) for k in EVAL_OPTIONS}
     if write:
-        records.write_json_atomic(save_dir / "eval.json", metrics)
+        write_json_atomic(save_dir / "eval.json", metrics)
         result = records.read_result(save_dir)
         if result is not None:
             result.setdefault("metrics", {}).update(
                 {k: v for k, v in metrics.items() if k not in ("eval_options",)})
-            records.write_json_atomic(save_dir / records.RESULT_NAME, result)
+            write_json_atomic(save_dir / records.RESULT_NAME, result)
     return metrics
 
 

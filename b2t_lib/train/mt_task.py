@@ -13,7 +13,6 @@ import sacrebleu
 import torch
 from torch import nn
 
-from ..config import ModelConfig
 from ..generate import beam_search, greedy_search
 from ..model import EncoderDecoder
 from .task import Task, register_task
@@ -86,24 +85,8 @@ class TranslationTask(Task):
         return data.collate(indices)
 
     # ---------------------------------------------------------------- model
-    def model_config(self) -> ModelConfig:
-        c = self.cfg
-        return ModelConfig(
-            vocab_size=len(self.dictionary), d_model=c.d_model, n_heads=c.n_heads, d_ff=c.d_ff,
-            encoder_layers=c.encoder_layers, decoder_layers=c.decoder_layers, variant=c.variant,
-            dropout=c.dropout, attention_dropout=c.attention_dropout,
-            activation_dropout=c.activation_dropout, share_embeddings=c.share_embeddings,
-            word_dropout=c.word_dropout, b2t_rescale_init=c.b2t_rescale_init, init_scale=c.init_scale,
-        )
-
-    def model_config_dict(self) -> dict:
-        return self.model_config().to_dict()
-
     def build_model(self) -> nn.Module:
         return EncoderDecoder(self.model_config())
-
-    def forward(self, model, batch):
-        return model(batch["src_tokens"], batch["prev_output_tokens"])   # (B, T, V)
 
     # ---------------------------------------------------------------- evaluation
     @torch.no_grad()

@@ -1,134 +1,168 @@
-"""Every training option in one dataclass, with its help text; the CLI is generated from it.
+"""Every training option: :class:`TrainConfig` holds the run's options and one
+:class:`~b2t_lib.config.ModelConfig`; the command line is generated from both.
 
-Defaults come from :func:`b2t_lib.presets.preset` (task x scale), then an optional named recipe,
-then what the caller sets explicitly. :meth:`TrainConfig.check` refuses contradictory settings
-with a message that names the options involved.
+* The run's own options (task, optimizer, batching, checkpoints, evaluation, ...) are the fields
+  of :class:`TrainConfig`. The model's options are the fields of :class:`~b2t_lib.config.ModelConfig`
+  and are **not** repeated here: ``TrainConfig.model`` is a ``ModelConfig``.
+* Both kinds are set by the same flat names everywhere: ``--d-model 32`` and ``--lr 1e-3`` on the
+  command line, ``d_model=32`` in presets and in ``TrainConfig.from_preset(..., d_model=32)``,
+  ``"d_model"`` in ``TrainConfig.to_dict()`` (what checkpoints and ``result.json`` store).
+  :func:`option_fields` lists them all, each with its help text and group.
+* Defaults: a field's own default, then :func:`b2t_lib.presets.preset` (task x scale), then an
+  optional named recipe, then what the caller sets explicitly (:func:`option_defaults`).
+
+:meth:`TrainConfig.check` refuses contradictory settings with a message that names the options
+involved; :class:`~b2t_lib.config.ModelConfig` checks the model's own.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 
-from ..presets import TASKS, preset, recipe
+from ..config import ModelConfig, option
+from ..presets import RECIPES, TASKS, preset, recipe
+from ..scale import SCALES
+from ..variants import VARIANTS
 from .schedule import SCHEDULERS
 
 AMP_CHOICES = ("auto", "fp32", "bf16", "fp16")
 DEVICE_CHOICES = ("auto", "cpu", "cuda")
 
-
-def opt(group: str, help: str, **kw):
-    """A dataclass field that carries its CLI group and help text."""
-    return field(metadata={"group": group, "help": help, **kw})
+TASK, OPTIM, BATCH, RUNTIME = "task and data", "optimization", "batching", "runtime"
+CKPT, DIVERGE, EVAL = "checkpoints and logs", "divergence", "evaluation at the end"
 
 
-@dataclass
+def recipe_names() -> list[str]:
+    return [""] + sorted(RECIPES)
+
+
+@dataclass(kw_only=True)
 class TrainConfig:
+    """One training run. Fields without a default take theirs from the presets."""
+
     # ---- task and data
-    task: str = opt("task", "task to train", choices=TASKS)
-    scale: str = opt("task", "preset scale the other defaults come from ($B2T_SCALE, else tiny)",
-                     choices=("tiny", "small", "full"))
-    data: str = opt("task", "data directory (binarized by data_scripts/, or generated for the "
-                    "synthetic tiny task when missing)")
-    synthetic_train_pairs: int = opt("task", "training pairs of the synthetic task when --data "
-                                     "must be generated (tiny scale; 0 = never generate)")
-    save_dir: str = opt("task", "where checkpoints, log.jsonl and result.json are written")
-    recipe: str = opt("task", "named overrides on top of the preset (deep100: Appendix C, "
-                      "tfixup: T-Fixup's own recipe); explicit options still win")
-    # ---- model
-    variant: str = opt("model", "residual/normalization variant (post_ln, pre_ln, b2t, ...)")
-    encoder_layers: int = opt("model", "number of encoder layers")
-    decoder_layers: int = opt("model", "number of decoder layers")
-    d_model: int = opt("model", "model (hidden) dimension")
-    n_heads: int = opt("model", "attention heads")
-    d_ff: int = opt("model", "FFN inner dimension")
-    dropout: float = opt("model", "residual/embedding dropout p")
-    attention_dropout: float = opt("model", "dropout on attention probabilities")
-    activation_dropout: float = opt("model", "dropout after the FFN's ReLU")
-    word_dropout: float = opt("model", "word dropout rate on both sides (methods_spec 1.7)")
-    init_scale: float = opt("model", "multiply initial non-embedding weights (Appendix C: 0.1)")
-    b2t_rescale_init: bool = opt("model", "official code's later N^-0.5 init rescaling for B2T")
-    share_embeddings: bool = opt("model", "share encoder/decoder input and output embeddings")
+    task: str = option(group=TASK, help="task to train", choices=TASKS)
+    scale: str = option(group=TASK, help="preset scale the other defaults come from ($B2T_SCALE, else tiny)",
+                        choices=SCALES)
+    data: str = option(group=TASK, help="data directory (binarized by data_scripts/, or generated for the "
+                       "synthetic tiny task when missing)")
+    synthetic_train_pairs: int = option(0, group=TASK, help="training pairs of the synthetic task when "
+                                        "--data must be generated (tiny scale; 0 = never generate)")
+    save_dir: str = option("checkpoints", group=TASK,
+                           help="where checkpoints, log.jsonl and result.json are written")
+    recipe: str = option("", group=TASK, choices=recipe_names,
+                         help="named overrides on top of the preset (deep100: Appendix C, tfixup: T-Fixup's "
+                              "own recipe); explicit options still win")
+    # ---- the model: every settable ModelConfig field is an option of its own (see option_fields)
+    model: ModelConfig = field(metadata={"model": True})
     # ---- optimization
-    lr: float = opt("optim", "peak learning rate")
-    lr_scheduler: str = opt("optim", "learning-rate schedule", choices=SCHEDULERS)
-    warmup_updates: int = opt("optim", "linear warmup updates (inverse_sqrt)")
-    warmup_init_lr: float = opt("optim", "learning rate at the first warmup update")
-    decay_period: int = opt("optim", "decay period P of inverse_sqrt_nowarmup")
-    adam_beta1: float = opt("optim", "Adam beta1")
-    adam_beta2: float = opt("optim", "Adam beta2")
-    adam_eps: float = opt("optim", "Adam epsilon")
-    weight_decay: float = opt("optim", "decoupled weight decay (fairseq's Adam)")
-    clip_norm: float = opt("optim", "clip the global gradient norm to this value (0 = off)")
-    label_smoothing: float = opt("optim", "label smoothing epsilon")
-    max_update: int = opt("optim", "stop after this many updates")
+    lr: float = option(group=OPTIM, help="peak learning rate")
+    lr_scheduler: str = option(group=OPTIM, help="learning-rate schedule", choices=SCHEDULERS)
+    warmup_updates: int = option(group=OPTIM, help="linear warmup updates (inverse_sqrt)")
+    warmup_init_lr: float = option(group=OPTIM, help="learning rate at the first warmup update")
+    decay_period: int = option(group=OPTIM, help="decay period P of inverse_sqrt_nowarmup")
+    adam_beta1: float = option(group=OPTIM, help="Adam beta1")
+    adam_beta2: float = option(group=OPTIM, help="Adam beta2")
+    adam_eps: float = option(group=OPTIM, help="Adam epsilon")
+    weight_decay: float = option(group=OPTIM, help="decoupled weight decay (fairseq's Adam)")
+    clip_norm: float = option(group=OPTIM, help="clip the global gradient norm to this value (0 = off)")
+    label_smoothing: float = option(group=OPTIM, help="label smoothing epsilon")
+    max_update: int = option(group=OPTIM, help="stop after this many updates")
     # ---- batching
-    max_tokens: int = opt("batch", "tokens per batch per process (padding included)")
-    update_freq: int = opt("batch", "accumulate gradients over this many batches per update")
-    tokens_per_update: int = opt("batch", "target tokens per update; sets update_freq from "
-                                 "max_tokens x processes (0 = use --update-freq)")
+    max_tokens: int = option(group=BATCH, help="tokens per batch per process (padding included)")
+    update_freq: int = option(group=BATCH, help="accumulate gradients over this many batches per update")
+    tokens_per_update: int = option(group=BATCH, help="target tokens per update; sets update_freq from "
+                                    "max_tokens x processes (0 = use --update-freq)")
     # ---- runtime
-    seed: int = opt("runtime", "random seed (model init, data order, dropout)")
-    device: str = opt("runtime", "device to train on", choices=DEVICE_CHOICES)
-    amp: str = opt("runtime", "precision: auto = bf16 autocast on CUDA, fp32 on CPU; fp16 "
-                   "uses a gradient scaler", choices=AMP_CHOICES)
-    compile: bool = opt("runtime", "wrap the model with torch.compile")
-    threads: int = opt("runtime", "torch CPU threads (0 = torch's default)")
-    progress_bar: bool = opt("runtime", "show a tqdm progress bar")
+    seed: int = option(group=RUNTIME, help="random seed (model init, data order, dropout)")
+    device: str = option("auto", group=RUNTIME, help="device to train on", choices=DEVICE_CHOICES)
+    amp: str = option("auto", group=RUNTIME, choices=AMP_CHOICES,
+                      help="precision: auto = bf16 autocast on CUDA, fp32 on CPU; fp16 uses a gradient scaler")
+    compile: bool = option(False, group=RUNTIME, help="wrap the model with torch.compile")
+    threads: int = option(group=RUNTIME, help="torch CPU threads (0 = torch's default)")
+    progress_bar: bool = option(True, group=RUNTIME, help="show a tqdm progress bar")
     # ---- checkpoints and logs
-    resume: bool = opt("ckpt", "continue exactly from the last checkpoint in --save-dir")
-    save_interval: int = opt("ckpt", "write a checkpoint every N updates (and at the end)")
-    keep_last: int = opt("ckpt", "keep the last N numbered checkpoints (the best is kept too)")
-    log_interval: int = opt("ckpt", "append a line to log.jsonl every N updates")
-    valid_interval: int = opt("ckpt", "compute the validation loss every N updates")
+    resume: bool = option(False, group=CKPT, help="continue exactly from the last checkpoint in --save-dir")
+    save_interval: int = option(group=CKPT, help="write a checkpoint every N updates (0 = off; one is "
+                                "always written at the end)")
+    save_interval_epochs: int = option(0, group=CKPT, help="write a checkpoint at the end of every N-th "
+                                       "epoch (0 = off), as fairseq does by default")
+    keep_last: int = option(group=CKPT, help="keep the last N numbered checkpoints (the best is kept too)")
+    log_interval: int = option(group=CKPT, help="append a line to log.jsonl every N updates")
+    valid_interval: int = option(group=CKPT, help="compute the validation loss every N updates")
     # ---- divergence
-    divergence_factor: float = opt("diverge", "stop when the smoothed loss stays above this "
-                                   "multiple of its starting value ...")
-    divergence_patience: int = opt("diverge", "... for this many consecutive updates")
+    divergence_factor: float = option(group=DIVERGE, help="stop when the smoothed loss stays above this "
+                                      "multiple of its starting value ...")
+    divergence_patience: int = option(group=DIVERGE, help="... for this many consecutive updates")
     # ---- evaluation
-    beam: int = opt("eval", "beam size")
-    lenpen: float = opt("eval", "length penalty (newstest2014 and single-test-set tasks)")
-    lenpen_other: float = opt("eval", "length penalty for the other newstest years")
-    max_len_a: float = opt("eval", "generate at most a*src_len+b tokens, then EOS (src_len: the batch's padded "
-                                   "source width, as fairseq): a")
-    max_len_b: int = opt("eval", "generate at most a*src_len+b tokens, then EOS: b")
-    eval_batch_size: int = opt("eval", "sentences per generation batch")
-    average_last: int = opt("eval", "average the last N checkpoints before testing (1 = none)")
-    eval_at_end: bool = opt("eval", "evaluate the test sets when training ends")
+    beam: int = option(group=EVAL, help="beam size")
+    lenpen: float = option(group=EVAL, help="length penalty (newstest2014 and single-test-set tasks)")
+    lenpen_other: float = option(group=EVAL, help="length penalty for the other newstest years")
+    max_len_a: float = option(group=EVAL, help="generate at most a*src_len+b tokens, then EOS (src_len: the "
+                             "batch's padded source width, as fairseq): a")
+    max_len_b: int = option(group=EVAL, help="generate at most a*src_len+b tokens, then EOS: b")
+    eval_batch_size: int = option(group=EVAL, help="sentences per generation batch")
+    average_last: int = option(group=EVAL, help="average the last N checkpoints before testing (1 = none)")
+    eval_at_end: bool = option(True, group=EVAL, help="evaluate the test sets when training ends")
 
     # ------------------------------------------------------------------ construction
     @classmethod
     def from_preset(cls, task: str, scale: str, recipe_name: str | None = None, **explicit) -> "TrainConfig":
-        """Preset of (task, scale), then the recipe, then ``explicit`` overrides.
+        """Preset of (task, scale), then the recipe, then ``explicit`` overrides (flat option names,
+        model options included: ``from_preset("mt", "tiny", variant="b2t", d_model=32, lr=1e-3)``).
 
         Without a recipe, a variant that needs its own (T-Fixup: ``Variant.recipe == "tfixup"``, its
         no-warmup schedule, Appendix A.1) gets it.
         """
-        values = preset(task, scale)
-        if recipe_name is None:
-            from ..variants import VARIANTS
-
-            variant = VARIANTS.get(explicit.get("variant", values.get("variant")))
-            recipe_name = (variant.recipe if variant is not None else "") or None
-        values["recipe"] = recipe_name or ""
-        if recipe_name:
-            values.update(recipe(recipe_name))
-        values.update(dict(save_dir="checkpoints", device="auto", amp="auto", compile=False,
-                           progress_bar=True, resume=False, eval_at_end=True))
-        unknown = sorted(set(explicit) - {f.name for f in fields(cls)})
+        unknown = sorted(set(explicit) - set(option_names()))
         if unknown:
             raise ValueError(f"unknown training options: {', '.join(unknown)}")
+        values = option_defaults(task, scale, recipe_name, variant=explicit.get("variant"))
         values.update(explicit)
-        cfg = cls(**{f.name: values[f.name] for f in fields(cls)})
+        cfg = cls.from_dict(values)
         cfg.check(set(explicit))
         return cfg
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """Every option by its flat name (model options included), as the command line names them."""
+        values = {}
+        for f in fields(self):
+            if f.metadata.get("model"):
+                values.update(self.model.settable_dict())
+            else:
+                values[f.name] = getattr(self, f.name)
+        return values
 
     @classmethod
     def from_dict(cls, values: dict) -> "TrainConfig":
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in values.items() if k in known})
+        """The inverse of :meth:`to_dict`; other keys (``world_size`` in a checkpoint) are ignored."""
+        values = dict(values)
+        model_values = dict(values.pop("model", None) or {})
+        for f in ModelConfig.settable_fields():
+            if f.name in values:
+                model_values[f.name] = values.pop(f.name)
+        own = {f.name: values[f.name] for f in train_fields() if f.name in values}
+        missing = [f.name for f in train_fields() if f.name not in own and f.default is MISSING]
+        if missing:
+            raise ValueError(f"missing training options: {', '.join(missing)}")
+        return cls(model=ModelConfig(**model_values), **own)
+
+    def replace(self, **changes) -> "TrainConfig":
+        """A copy with ``changes`` (flat option names, model options included), checked again."""
+        unknown = sorted(set(changes) - set(option_names()))
+        if unknown:
+            raise ValueError(f"unknown training options: {', '.join(unknown)}")
+        cfg = TrainConfig.from_dict({**self.to_dict(), **changes})
+        cfg.check(set(changes))
+        return cfg
+
+    def __getattr__(self, name: str):
+        # Only called for a missing attribute: point a model option read on the run's config to its home.
+        if name != "model" and name in ModelConfig.__dataclass_fields__:
+            raise AttributeError(f"{name!r} is a model option: read it as cfg.model.{name} "
+                                 f"(TrainConfig holds the run's options and one ModelConfig)")
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     # ------------------------------------------------------------------ checks
     def check(self, explicit: set[str] = frozenset()) -> None:
@@ -144,13 +178,13 @@ class TrainConfig:
             bad(f"unknown --amp {self.amp!r}; choose one of {', '.join(AMP_CHOICES)}")
         if self.device not in DEVICE_CHOICES:
             bad(f"unknown --device {self.device!r}; choose one of {', '.join(DEVICE_CHOICES)}")
-        for name in ("max_tokens", "update_freq", "max_update", "save_interval", "log_interval",
-                     "valid_interval", "keep_last", "beam", "eval_batch_size", "average_last",
-                     "divergence_patience"):
+        for name in ("max_tokens", "update_freq", "max_update", "log_interval", "valid_interval", "keep_last",
+                     "beam", "eval_batch_size", "average_last", "divergence_patience"):
             if getattr(self, name) < 1:
                 bad(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
-        if self.tokens_per_update < 0:
-            bad(f"--tokens-per-update must be 0 (off) or positive, got {self.tokens_per_update}")
+        for name in ("tokens_per_update", "save_interval", "save_interval_epochs"):
+            if getattr(self, name) < 0:
+                bad(f"--{name.replace('_', '-')} must be 0 (off) or positive, got {getattr(self, name)}")
         if self.divergence_factor <= 1.0:
             bad(f"--divergence-factor must be above 1, got {self.divergence_factor}")
         if self.clip_norm < 0:
@@ -167,8 +201,6 @@ class TrainConfig:
                 "switch the scheduler")
         if self.device == "cpu" and self.amp in ("bf16", "fp16"):
             bad(f"--amp {self.amp} needs --device cuda; on CPU training runs in fp32 (--amp fp32)")
-        if self.b2t_rescale_init and not self.variant.startswith("b2t"):
-            bad(f"--b2t-rescale-init applies to the B2T variants only, not --variant {self.variant}")
 
     def update_freq_for(self, world_size: int) -> int:
         """Batches accumulated per update: from ``tokens_per_update`` when set, else ``update_freq``."""
@@ -182,5 +214,58 @@ RESUMABLE_CHANGES = frozenset({
     "max_update", "save_dir", "resume", "progress_bar", "log_interval", "keep_last", "threads",
     "eval_at_end", "eval_batch_size", "beam", "lenpen", "lenpen_other", "max_len_a", "max_len_b",
     "average_last", "compile", "data", "synthetic_train_pairs", "valid_interval", "save_interval",
-    "scale", "recipe", "device",
+    "scale", "recipe", "device", "save_interval_epochs",
 })
+
+
+def train_fields() -> list[dataclasses.Field]:
+    """The run's own options: the fields of :class:`TrainConfig` except ``model``."""
+    return [f for f in fields(TrainConfig) if not f.metadata.get("model")]
+
+
+def option_fields() -> list[dataclasses.Field]:
+    """Every option, in the order ``--help`` lists them: the run's options, with the settable
+    :class:`~b2t_lib.config.ModelConfig` fields where ``TrainConfig.model`` stands."""
+    listed = []
+    for f in fields(TrainConfig):
+        listed.extend(ModelConfig.settable_fields() if f.metadata.get("model") else [f])
+    return listed
+
+
+def option_names() -> list[str]:
+    return [f.name for f in option_fields()]
+
+
+def option_defaults(task: str, scale: str, recipe_name: str | None = None, variant: str | None = None) -> dict:
+    """The default of every option (flat names) for ``task`` at ``scale``: each field's own default,
+    then the preset, then the recipe (by default the one ``variant`` asks for, see
+    :meth:`TrainConfig.from_preset`). ``--help`` shows these; ``from_preset`` starts from them."""
+    values = {f.name: f.default for f in option_fields() if f.default is not MISSING}
+    given = preset(task, scale)
+    _check_known(given, f"preset ({task}, {scale})")
+    values.update(given)
+    if recipe_name is None:
+        chosen = VARIANTS.get(variant or values.get("variant"))
+        recipe_name = (chosen.recipe if chosen is not None else "") or None
+    values["recipe"] = recipe_name or ""
+    if recipe_name:
+        overrides = recipe(recipe_name)
+        _check_known(overrides, f"recipe {recipe_name!r}")
+        values.update(overrides)
+    return values
+
+
+def _check_known(values: dict, where: str) -> None:
+    unknown = sorted(set(values) - set(option_names()))
+    if unknown:
+        raise ValueError(f"the {where} sets {', '.join(unknown)}, which is no option of TrainConfig or a "
+                         f"settable ModelConfig field")
+
+
+def _check_one_name_per_option() -> None:
+    shared = {f.name for f in train_fields()} & {f.name for f in ModelConfig.settable_fields()}
+    if shared:
+        raise TypeError(f"TrainConfig and ModelConfig both declare {sorted(shared)}: every option has one home")
+
+
+_check_one_name_per_option()

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import torch
 
+from ..files import atomic_write
+
 LOG_NAME = "log.jsonl"
 RESULT_NAME = "result.json"
 
@@ -40,14 +42,6 @@ def environment() -> dict:
     return info
 
 
-def write_json_atomic(path: Path, record: dict) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
-
-
 def append_log(save_dir: Path, entry: dict) -> None:
     path = Path(save_dir) / LOG_NAME
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -62,9 +56,8 @@ def truncate_log(save_dir: Path, after_update: int) -> None:
         return
     kept = [line for line in path.read_text().splitlines()
             if line.strip() and json.loads(line).get("update", 0) <= after_update]
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text("".join(line + "\n" for line in kept))
-    os.replace(tmp, path)
+    with atomic_write(path) as handle:
+        handle.write("".join(line + "\n" for line in kept))
 
 
 def read_log(save_dir: Path, kind: str | None = None) -> list[dict]:

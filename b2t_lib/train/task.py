@@ -3,7 +3,13 @@
 The trainer knows nothing about text or audio. A task says how to get the data, how to build
 the model, how to compute the loss of a batch and how to evaluate a trained model; everything
 else (optimizer, schedule, batching into updates, DDP, AMP, checkpoints, divergence, logs) is
-shared. A new task subclasses :class:`Task` and registers itself in :data:`TASK_REGISTRY`.
+shared. A new task subclasses :class:`Task`, registers itself in :data:`TASK_REGISTRY`
+(``@register_task``) and is imported by :mod:`b2t_lib.train.tasks`.
+
+The model a task builds is described by ``self.cfg.model`` (a :class:`~b2t_lib.config.ModelConfig`,
+every option the user set); :meth:`Task.model_config` adds what only the data knows (the fields
+marked ``from_data``: the vocabulary size, ...). A task never copies model options by hand, so a new
+ModelConfig field reaches every task's model unchanged.
 """
 from __future__ import annotations
 
@@ -12,7 +18,9 @@ from abc import ABC, abstractmethod
 import torch
 from torch import nn
 
-from .loss import LossOutput, label_smoothed_nll_loss
+from ..config import ModelConfig
+from ..loss import LossOutput, label_smoothed_nll_loss
+from ..model import forward_batch
 from .options import TrainConfig
 
 
@@ -48,17 +56,32 @@ class Task(ABC):
         """One batch as a dict of tensors (``ntokens`` = non-padding target tokens)."""
 
     # ---------------------------------------------------------------- model and loss
+    def model_config(self) -> ModelConfig:
+        """The run's :class:`~b2t_lib.config.ModelConfig` with the fields the data decides filled in.
+
+        Stored in checkpoints and ``result.json``; a resumed run must rebuild the same one.
+        """
+        from_data = self.model_fields_from_data()
+        not_data = sorted(set(from_data) - set(ModelConfig.data_fields()))
+        if not_data:
+            raise TypeError(f"{type(self).__name__}.model_fields_from_data sets {not_data}, which the user "
+                            f"sets; only {ModelConfig.data_fields()} come from the data")
+        return self.cfg.model.replace(**from_data)
+
+    def model_fields_from_data(self) -> dict:
+        """The ``from_data`` ModelConfig fields for this task's data (after :meth:`load_datasets`).
+
+        Default: the vocabulary size of ``self.dictionary``; the special token ids are fairseq's.
+        """
+        return {"vocab_size": len(self.dictionary)}
+
     @abstractmethod
     def build_model(self) -> nn.Module:
-        """A freshly initialized model for ``self.cfg`` (the caller seeds the RNGs first)."""
+        """A freshly initialized model of :meth:`model_config` (the caller seeds the RNGs first)."""
 
-    @abstractmethod
-    def model_config_dict(self) -> dict:
-        """The model's configuration, stored in checkpoints to rebuild and to check resumes."""
-
-    @abstractmethod
     def forward(self, model: nn.Module, batch: dict) -> torch.Tensor:
-        """Logits (B, T, V) of ``batch``'s targets."""
+        """Logits (B, T, V) of ``batch``'s targets (``model`` may be wrapped in DDP or torch.compile)."""
+        return forward_batch(model, batch)
 
     def loss(self, model: nn.Module, batch: dict) -> LossOutput:
         """Label-smoothed cross entropy summed over target tokens (methods_spec 3.3)."""
@@ -77,15 +100,3 @@ TASK_REGISTRY: dict[str, type[Task]] = {}
 def register_task(cls: type[Task]) -> type[Task]:
     TASK_REGISTRY[cls.name] = cls
     return cls
-
-
-def build_task(cfg: TrainConfig) -> Task:
-    """The task object for ``cfg.task``; a task with presets but no implementation yet is refused."""
-    from . import mt_task  # noqa: F401  (registers "mt")
-
-    if cfg.task not in TASK_REGISTRY:
-        raise NotImplementedError(
-            f"--task {cfg.task} has presets but no implementation yet; implemented tasks: "
-            f"{', '.join(sorted(TASK_REGISTRY))}"
-        )
-    return TASK_REGISTRY[cfg.task](cfg)

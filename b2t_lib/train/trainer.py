@@ -14,6 +14,7 @@ One update (fairseq's ``train_step``, methods_spec 3.3):
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 import time
 from pathlib import Path
@@ -21,19 +22,23 @@ from pathlib import Path
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
+from ..files import write_json_atomic
+from ..model import forward_batch
 from ..scale import ScaleError
 from ..utils import seed_everything
 from . import records
-from .checkpoint import (average_checkpoints, capture_rng_state, check_compatible, list_checkpoints,
-                         load_checkpoint, restore_rng_state, save_checkpoint)
+from .checkpoint import (average_checkpoints, capture_rng_state, check_compatible, holds_run, list_checkpoints,
+                         newest_readable_checkpoint, restore_rng_state, save_checkpoint)
 from .distributed import (DistEnv, all_gather_object, all_reduce_min_int, all_reduce_sum, barrier,
                           init_distributed)
 from .divergence import DivergenceMonitor
 from .options import RESUMABLE_CHANGES, TrainConfig
 from .schedule import LRSchedule
-from .task import Task, build_task
+from .task import Task
+from .tasks import build_task
 
 LN2 = math.log(2.0)  # losses are logged in base 2, as fairseq does
+logger = logging.getLogger(__name__)
 
 
 class Trainer:
@@ -52,11 +57,15 @@ class Trainer:
         if self.amp in ("bf16", "fp16") and self.device.type != "cuda":
             raise ValueError(f"--amp {self.amp} needs a CUDA device; this run is on {self.device}")
         self.save_dir = Path(cfg.save_dir)
+        if holds_run(self.save_dir) and not cfg.resume:  # before any data is prepared
+            raise FileExistsError(f"{self.save_dir} already holds checkpoints of a run; pass --resume "
+                                  f"to continue it, or choose another --save-dir")
         self.task = task or build_task(cfg)
         if self.env.is_main:
             self.task.prepare_data()
         barrier(self.env)
         self.task.load_datasets()
+        self.model_config = self.task.model_config().to_dict()  # stored in checkpoints and result.json
 
         seed_everything(cfg.seed)                       # the same initial weights on every process
         self.model = self.task.build_model().to(self.device)
@@ -110,25 +119,29 @@ class Trainer:
                         "monitor": self.monitor.state_dict()},
             "rng": rng,
             "train_config": self._config_for_checkpoint(),
-            "model_config": self.task.model_config_dict(),
+            "model_config": self.model_config,
         }
 
-    def save(self, valid_nll: float) -> None:
+    def save(self, valid_nll: float, numbered: bool = True) -> None:
         is_best = self.best_valid is None or valid_nll <= self.best_valid
         if is_best:
             self.best_valid = valid_nll
         state = self._state()                           # collective: every process takes part
         if self.env.is_main:
-            save_checkpoint(state, self.save_dir, self.num_updates, self.cfg.keep_last, is_best)
+            save_checkpoint(state, self.save_dir, self.num_updates, self.cfg.keep_last, is_best, numbered)
         barrier(self.env)
 
     def _resume_or_start(self) -> None:
-        existing = list_checkpoints(self.save_dir)
-        if self.cfg.resume and existing:
-            last = self.save_dir / "checkpoint_last.pt"
-            state = load_checkpoint(last if last.is_file() else existing[-1])
+        found = newest_readable_checkpoint(self.save_dir) if self.cfg.resume else None
+        if found is not None:
+            path, state, problems = found
+            if problems and self.env.is_main:  # never silently: say which file, and why newer ones were skipped
+                logger.warning("resuming from %s (update %d), the newest readable checkpoint, because:\n  %s",
+                               path, state["trainer"]["num_updates"], "\n  ".join(problems))
+            elif self.env.is_main:
+                logger.info("resuming from %s (update %d)", path, state["trainer"]["num_updates"])
             check_compatible(state["train_config"], self._config_for_checkpoint(), RESUMABLE_CHANGES)
-            check_compatible(state["model_config"], self.task.model_config_dict(), frozenset(), "model field")
+            check_compatible(state["model_config"], self.model_config, frozenset(), "model field")
             self.model.load_state_dict(state["model"])
             self.optimizer.load_state_dict(state["optimizer"])
             if self.scaler and state["scaler"]:
@@ -142,13 +155,16 @@ class Trainer:
             if self.env.is_main:
                 records.truncate_log(self.save_dir, self.num_updates)
             return
-        if existing and not self.cfg.resume:
+        if self.cfg.resume and self.env.is_main:
+            logger.info("--resume: no checkpoint in %s yet, so training starts from scratch", self.save_dir)
+        elif holds_run(self.save_dir):  # written since __init__ checked
             raise FileExistsError(f"{self.save_dir} already holds checkpoints of a run; pass --resume "
                                   f"to continue it, or choose another --save-dir")
         # A fresh start: variants such as Admin run their profiling pass on the first batch here.
+        first = self.task.train_batches(0, self.env.rank, self.env.world_size)[0]
+        batch = self._to_device(self.task.collate("train", first))
         if hasattr(self.model, "prepare_for_training"):
-            first = self.task.train_batches(0, self.env.rank, self.env.world_size)[0]
-            self.model.prepare_for_training(self._to_device(self.task.collate("train", first)))
+            self.model.prepare_for_training(lambda: forward_batch(self.model, batch))
         if self.env.is_main:
             (self.save_dir / records.LOG_NAME).unlink(missing_ok=True)
 
@@ -254,18 +270,26 @@ class Trainer:
                                    "lr": stats["lr"], "gnorm": stats["gnorm"], "tokens_per_s": tok_s})
                         window = dict.fromkeys(("loss", "nll", "ntokens"), 0.0)
                     done = self.num_updates >= cfg.max_update
-                    if self.num_updates % cfg.valid_interval == 0 or done or \
-                            self.num_updates % cfg.save_interval == 0:
+                    epoch_end = gi == len(groups) - 1 and cfg.save_interval_epochs > 0 and \
+                        (self.epoch + 1) % cfg.save_interval_epochs == 0
+                    on_interval = cfg.save_interval > 0 and self.num_updates % cfg.save_interval == 0
+                    if self.num_updates % cfg.valid_interval == 0 or done or epoch_end or on_interval:
                         last_valid = self.validate()
                         self._log({"kind": "valid", "update": self.num_updates, "valid_nll": last_valid})
-                    if self.num_updates % cfg.save_interval == 0 or done:
-                        self.save(last_valid)
+                    if done or epoch_end or on_interval:
+                        if epoch_end:  # the checkpoint holds the next epoch's start, as fairseq's do
+                            self.epoch, self.group_offset = self.epoch + 1, 0
+                        # Saving by epoch, the last mid-epoch state is checkpoint_last.pt only: the
+                        # numbered checkpoints, which decoding averages, are epoch ends (methods_spec 1.8).
+                        by_epoch_only = cfg.save_interval_epochs > 0 and cfg.save_interval == 0
+                        self.save(last_valid, numbered=epoch_end or on_interval or not by_epoch_only)
                     if done:
                         break
                 if status != "completed" or self.num_updates >= cfg.max_update:
                     break
-                self.epoch += 1
-                self.group_offset = 0
+                if self.group_offset >= len(groups):  # the epoch ended without an epoch-end checkpoint
+                    self.epoch += 1
+                    self.group_offset = 0
         finally:
             if progress is not None:
                 progress.close()
@@ -275,7 +299,7 @@ class Trainer:
         if not (self.cfg.progress_bar and self.env.is_main):
             return None
         from tqdm.auto import tqdm
-        return tqdm(total=self.cfg.max_update, initial=self.num_updates, desc=f"{self.cfg.variant}",
+        return tqdm(total=self.cfg.max_update, initial=self.num_updates, desc=f"{self.cfg.model.variant}",
                     unit="upd", dynamic_ncols=True)
 
     # ------------------------------------------------------------------ the end
@@ -291,19 +315,20 @@ class Trainer:
             if self.cfg.eval_at_end:
                 metrics.update(self.evaluate_checkpoints())
         else:
-            print(f"TRAINING DIVERGED ({self.cfg.variant}, {self.cfg.encoder_layers}L-"
-                  f"{self.cfg.decoder_layers}L): {message}. Checkpoints and logs written before are "
-                  f"kept; the result record says status 'diverged'.", flush=True)
+            model = self.cfg.model
+            logger.warning("TRAINING DIVERGED (%s, %dL-%dL): %s. Checkpoints and logs written before are "
+                           "kept; the result record says status 'diverged'.", model.variant,
+                           model.encoder_layers, model.decoder_layers, message)
         record = {
-            "status": status, "message": message, "task": self.cfg.task, "variant": self.cfg.variant,
-            "config": self.cfg.to_dict(), "model_config": self.task.model_config_dict(),
+            "status": status, "message": message, "task": self.cfg.task, "variant": self.cfg.model.variant,
+            "config": self.cfg.to_dict(), "model_config": self.model_config,
             "world_size": self.env.world_size, "update_freq": self.update_freq, "amp": self.amp,
             "metrics": metrics, "git_revision": records.git_revision(),
             "environment": records.environment(), "wall_time_s": round(time.time() - started, 2),
             "train_time_s": round(self.train_seconds, 2), "train_tokens": self.train_tokens,
             "tokens_per_s": round(self.train_tokens / max(self.train_seconds, 1e-9), 1),
         }
-        records.write_json_atomic(self.save_dir / records.RESULT_NAME, record)
+        write_json_atomic(self.save_dir / records.RESULT_NAME, record)
         return record
 
     def evaluate_checkpoints(self) -> dict:

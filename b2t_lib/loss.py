@@ -9,6 +9,9 @@ over the vocabulary of size $V$:
 
 The loss is a *sum*; the trainer divides the gradients by the number of target tokens of the
 whole update (all processes, all accumulation steps), as fairseq does.
+
+This module sits below both the trainer (:mod:`b2t_lib.train`) and the diagnostics
+(:mod:`b2t_lib.diagnostics`), which measure gradients of the very loss the trainer back-propagates.
 """
 from __future__ import annotations
 
@@ -17,7 +20,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from ..config import PAD
+from .config import PAD
 
 
 @dataclass
