@@ -36,7 +36,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from .forward import layer_of, model_loss, stacks_of
+from ..model import model_stacks
+from .forward import layer_of, model_loss
 from .jacobians import layer_norm_std
 
 # variants whose last sum contains the layer input (the identity term of Eq. 8)
@@ -128,8 +129,8 @@ def gradient_paths(model: nn.Module, batch: dict, stack: str = "decoder", layer_
 
     flat_s, flat_n = g_s.double().flatten(), g_norms.double().flatten()
     return GradientPaths(
-        variant=variant, stack=stack, layer_index=layer_index % len(stacks_of(model)[stack].layers),
-        num_layers=len(stacks_of(model)[stack].layers),
+        variant=variant, stack=stack, layer_index=layer_index % len(model_stacks(model)[stack].layers),
+        num_layers=len(model_stacks(model)[stack].layers),
         upstream=norm(g_y), at_sum=norm(g_s), identity=norm(g_identity), through_norms=norm(g_norms),
         through_ffn=norm(g_ffn), total=norm(g_x),
         cosine_identity_norms=float(torch.nn.functional.cosine_similarity(flat_s, flat_n, dim=0)),

@@ -39,7 +39,8 @@ import torch
 from torch import nn
 
 from ..variants import b2t_no_ln_alpha, b2t_no_ln_beta
-from .forward import model_loss, stacks_of
+from ..model import model_stacks
+from .forward import model_loss
 
 
 def b2t_no_ln_layer_factor(num_layers: int, d_model: int, branch_gain: float = 0.0) -> float:
@@ -90,7 +91,7 @@ class NoLNBackwardTerms:
 def b2t_no_ln_backward_terms(model: nn.Module, batch: dict, stack: str = "decoder",
                              label_smoothing: float = 0.1) -> NoLNBackwardTerms:
     """Measure, for every layer of a B2T w/o LN ``stack``, the identity and branch parts of its input gradient."""
-    stacks = stacks_of(model)
+    stacks = model_stacks(model)
     if stack not in stacks:
         raise ValueError(f"the model has no {stack!r} stack; it has: {', '.join(stacks) or 'none'}")
     layers = stacks[stack].layers
