@@ -208,7 +208,7 @@ def cmd_table(argv: list[str]) -> int:
     paths = [p for pattern in args.results for p in (glob.glob(pattern) or [pattern])]
     try:
         print(render_table(args.table, collect_results(paths, table=args.table)))
-    except KeyError as err:
+    except (KeyError, ValueError) as err:
         parser.error(str(err))
     return 0
 

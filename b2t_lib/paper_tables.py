@@ -229,13 +229,20 @@ def mt_row_from_result(result: dict) -> list | FailedRun:
 
 
 def read_results(paths) -> list[dict]:
-    """The ``result.json`` records of ``paths`` (run folders or the files; missing ones are skipped)."""
+    """The ``result.json`` records of ``paths``: run folders (their ``result.json``) or ``.json`` files.
+    Missing ones and other files (a glob such as ``runs/*`` also matches logs) are skipped; a record
+    that does not parse is an error naming the file."""
     found = []
     for path in paths:
         path = Path(path)
         path = path / "result.json" if path.is_dir() else path
-        if path.is_file():
+        if not path.is_file() or path.suffix != ".json":
+            continue
+        try:
             found.append(json.loads(path.read_text()))
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            raise ValueError(f"{path} is not a readable result record ({err}); remove it or train the run "
+                             f"again") from None
     return found
 
 

@@ -257,6 +257,12 @@ def test_table_command_reads_any_task_and_refuses_unknown_tables(tmp_path, capsy
     assert row("B2T connection (ours)", "   30.00   31.00") in capsys.readouterr().out
     with pytest.raises(SystemExit):
         main(["table", "--table", "6", str(tmp_path / "*.json")])
+    (tmp_path / "train.log").write_text("not a record")                # a glob such as runs/* matches logs too
+    assert main(["table", "--table", "4", str(tmp_path / "*")]) == 0
+    (tmp_path / "broken.json").write_text('{"status": ')                # a damaged record is named, not skipped
+    with pytest.raises(SystemExit):
+        main(["table", "--table", "4", str(tmp_path / "*")])
+    assert "broken.json is not a readable result record" in capsys.readouterr().err
 
 
 # ---------------------------------------------------------------------- the trainer (slow: trains)
