@@ -1,4 +1,4 @@
-"""Command line: ``python -m b2t_lib {train,evaluate,table,preset,trainability} ...``.
+"""Command line: ``python -m b2t_lib {train,evaluate,table,preset,trainability,runs,estimate} ...``.
 
 ``train`` has one option per field of :class:`b2t_lib.train.TrainConfig` and per settable field of
 :class:`b2t_lib.config.ModelConfig` (help text and group come from the fields' metadata); each
@@ -132,17 +132,66 @@ def build_train_parser(task: str = "mt", scale: str = "tiny", recipe: str = "") 
     return parser
 
 
-def cmd_train(argv: list[str]) -> int:
-    from .train.checkpoint import CheckpointMismatch
-    from .train.options import TrainConfig
-    from .train.trainer import Trainer
-
+def parse_train_args(argv: list[str]) -> tuple[argparse.ArgumentParser, dict]:
+    """The ``train`` parser for ``argv``'s task, scale and recipe, and the options ``argv`` gives."""
     stage = _first_stage(argv, get_scale(require_hardware=False))
     parser = build_train_parser(stage.task, stage.scale, stage.recipe)
     args = vars(parser.parse_args(argv))
-    task, scale, recipe = args.pop("task", stage.task), args.pop("scale", stage.scale), args.pop("recipe", "")
+    args.setdefault("task", stage.task)
+    args.setdefault("scale", stage.scale)
+    return parser, args
+
+
+def config_from_args(args: dict):
+    """The :class:`~b2t_lib.train.TrainConfig` of parsed ``train`` options: the preset of their task and
+    scale, the recipe, then the options given (what ``python -m b2t_lib train`` trains)."""
+    from .train.options import TrainConfig
+
+    args = dict(args)
+    task, scale, recipe = args.pop("task"), args.pop("scale"), args.pop("recipe", "")
+    return TrainConfig.from_preset(task, scale, recipe or None, **args)
+
+
+def train_argv(cfg) -> list[str]:
+    """The ``train`` options that make the command line train exactly ``cfg``: ``--task``, ``--scale``,
+    ``--recipe``, then every option whose value differs from its preset default (an option set to its
+    default is left out, so the contradiction checks of explicit options see what the caller set).
+    Checked: parsing the result gives ``cfg`` back, or ValueError says which option does not survive."""
+    from .train.options import option_defaults, option_fields
+
+    values = cfg.to_dict()
+    defaults = option_defaults(cfg.task, cfg.scale, cfg.recipe or None, variant=cfg.model.variant)
+    argv = ["--task", cfg.task, "--scale", cfg.scale]
+    if cfg.recipe:
+        argv += ["--recipe", cfg.recipe]
+    for f in option_fields():
+        name, value = f.name, values[f.name]
+        if name in ("task", "scale", "recipe") or defaults.get(name, object()) == value:
+            continue
+        if isinstance(value, bool):
+            argv.append(flag(name) if value else "--no-" + flag(name)[2:])
+        elif isinstance(value, (tuple, list)):
+            argv.append(f"{flag(name)}={','.join(repr(v) for v in value)}")
+        elif isinstance(value, float):
+            argv.append(f"{flag(name)}={value!r}")
+        else:
+            argv.append(f"{flag(name)}={value}")
+    _, args = parse_train_args(argv)
+    back = config_from_args(args).to_dict()
+    lost = sorted(k for k in values if back.get(k) != values[k])
+    if lost:
+        raise ValueError(f"the command line cannot reproduce this config exactly ({', '.join(lost)} differ "
+                         f"after parsing {' '.join(argv)}); build it with TrainConfig.from_preset(...)")
+    return argv
+
+
+def cmd_train(argv: list[str]) -> int:
+    from .train.checkpoint import CheckpointMismatch
+    from .train.trainer import Trainer
+
+    parser, args = parse_train_args(argv)
     try:
-        cfg = TrainConfig.from_preset(task, scale, recipe or None, **args)
+        cfg = config_from_args(args)
         trainer = Trainer(cfg)
     except (ValueError, FileNotFoundError, FileExistsError, NotImplementedError, RuntimeError) as err:
         parser.error(str(err))
@@ -293,8 +342,74 @@ def cmd_trainability(argv: list[str]) -> int:
     return 0
 
 
+def cmd_runs(argv: list[str]) -> int:
+    """The launched runs of a group (or every group): state, updates, loss, device, pid, log."""
+    from .train.runs import group_dir, group_statuses, runs_root
+
+    parser = argparse.ArgumentParser(prog="python -m b2t_lib runs", allow_abbrev=False,
+                                     description="Show the runs that b2t_lib.train.launch.launch started or "
+                                                 "trained (under $B2T_RUNS, else <repository>/runs).")
+    parser.add_argument("groups", nargs="*", help="group names (default: every group)")
+    args = parser.parse_args(argv)
+    root = runs_root()
+    groups = args.groups or (sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+                             if root.is_dir() else [])
+    if not groups:
+        print(f"no runs under {root}")
+    for group in groups:
+        try:
+            statuses = group_statuses(group)
+        except ValueError as error:
+            parser.error(str(error))
+        print(f"{group_dir(group)}")
+        for name, s in statuses.items():
+            total = (s.launch.get("config") or (s.result or {}).get("config") or {}).get("max_update", "?")
+            loss = f"loss {s.loss:.3f}" if s.loss is not None else ""
+            where = f"pid {s.launch['pid']} on {s.launch.get('device')}" if s.state == "running" else ""
+            print(f"  {name:<16} {s.describe():<12} {s.update:>7}/{total:<7} {loss:<11} {where}")
+    return 0
+
+
+def cmd_launch_queue(argv: list[str]) -> int:
+    """The detached queue runner that ``launch`` starts (not meant to be typed)."""
+    from .train.queue import run_queue
+
+    parser = argparse.ArgumentParser(prog="python -m b2t_lib launch-queue", allow_abbrev=False,
+                                     description="Run the queue of a launch plan (started by "
+                                                 "b2t_lib.train.launch.launch, in its own session).")
+    parser.add_argument("plan", help="runs/<group>/.launch/plan.json")
+    return run_queue(parser.parse_args(argv).plan)
+
+
+def cmd_estimate(argv: list[str]) -> int:
+    """Estimated GPU-hours of the run that the same ``train`` options describe, or the README's table."""
+    from .train.cost import estimate_gpu_hours, estimate_table
+
+    if "--table" in argv:
+        print(estimate_table())
+        return 0
+    if argv and argv[0] in ("-h", "--help"):
+        print("usage: python -m b2t_lib estimate [train options] | --table\n"
+              "Print the estimated GPU-hours of the run `python -m b2t_lib train [train options]` would train\n"
+              "(FLOP count of one update x updates, at the MFU measured in benchmarks/RESULTS.md or an\n"
+              "assumed one); --table prints the README's table for the paper's configurations.")
+        return 0
+    parser, args = parse_train_args(argv)
+    try:
+        cfg = config_from_args(args)
+    except ValueError as error:
+        parser.error(str(error))
+    est = estimate_gpu_hours(cfg)
+    print(json.dumps({"gpu_hours": round(est.gpu_hours, 3), "flops_per_update": est.flops_per_update,
+                      "tokens_per_update": est.tokens_per_update, "updates": est.updates, "flops": est.flops,
+                      "mfu": est.throughput.mfu, "mfu_measured": est.throughput.measured,
+                      "gpu": est.throughput.gpu, "source": est.throughput.source}, indent=1))
+    return 0
+
+
 COMMANDS = {"train": cmd_train, "evaluate": cmd_evaluate, "table": cmd_table, "preset": cmd_preset,
-            "trainability": cmd_trainability}
+            "trainability": cmd_trainability, "runs": cmd_runs, "estimate": cmd_estimate,
+            "launch-queue": cmd_launch_queue}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -306,12 +421,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
-        usage = ("usage: python -m b2t_lib {train,evaluate,table,preset,trainability} [options]\n"
+        usage = ("usage: python -m b2t_lib {train,evaluate,table,preset,trainability,runs,estimate} [options]\n"
                  "  train     train one model (options default from the task's scale preset)\n"
                  "  evaluate  test a trained run (averaged checkpoints, BLEU)\n"
                  "  table     print a paper table with our result.json files beside it\n"
                  "  preset    print a preset's options as JSON\n"
                  "  trainability  train variants x depths x learning rates; converged/diverged map as JSON\n"
+                 "  runs      the runs the launcher started (state, updates, loss, pid, device), per group\n"
+                 "  estimate  estimated GPU-hours of the run the same train options describe (--table: README's)\n"
+                 "  (launch-queue PLAN: the detached queue runner that b2t_lib.train.launch starts itself)\n"
                  "Run `python -m b2t_lib COMMAND --help` for the options of one command.")
         if argv and argv[0] not in ("-h", "--help"):
             print(f"unknown command {argv[0]!r}\n{usage}", file=sys.stderr)

@@ -5,12 +5,17 @@
     from b2t_lib.train import TrainConfig, Trainer, train, evaluate_run
     cfg = TrainConfig.from_preset("mt", "tiny", variant="b2t", save_dir="runs/b2t")
     record = train(cfg)            # result.json: status, metrics (BLEU), wall time, tokens/s
+
+    from b2t_lib.train.launch import launch   # every scale: in-process (tiny) or detached (small/full)
+    records = launch({"b2t_6L": cfg}, "my_group")   # trains in runs/my_group/b2t_6L, skips finished runs
 """
 from ..loss import LossOutput, label_smoothed_nll_loss
 from .checkpoint import (CheckpointMismatch, UnreadableCheckpoint, UntrustedCheckpoint, average_checkpoints,
                          list_checkpoints, load_checkpoint)
+from .cost import estimate_gpu_hours
 from .divergence import DivergenceMonitor
 from .evaluate import evaluate_run, load_trained_model
+from .launch import LaunchError, runs_root   # (the function launch stays in its module: b2t_lib.train.launch)
 from .options import TrainConfig, option_defaults, option_fields
 from .records import read_log, read_result
 from .schedule import SCHEDULERS, LRSchedule
@@ -24,5 +29,6 @@ __all__ = [
     "list_checkpoints", "load_checkpoint", "option_defaults", "option_fields",
     "DivergenceMonitor", "evaluate_run", "load_trained_model", "LossOutput",
     "label_smoothed_nll_loss", "TrainConfig", "read_log", "read_result", "SCHEDULERS", "LRSchedule",
-    "run_many", "TASK_REGISTRY", "Task", "build_task", "register_task", "Trainer", "train",
+    "run_many", "LaunchError", "runs_root", "estimate_gpu_hours", "TASK_REGISTRY", "Task", "build_task",
+    "register_task", "Trainer", "train",
 ]
