@@ -180,23 +180,13 @@ DATA_PREPARATION: dict[tuple[str, str], dict] = {
     ("mt", "full"): dict(),
 }
 
-class _ExpectedCost(dict):
-    """``EXPECTED_COST[(task, scale, "18L-18L")]``: the estimate of :func:`b2t_lib.train.cost.estimate_gpu_hours`
-    as text. Kept for notebook 06's printed commands until its cells use the launcher, which prints the
-    estimates itself; the numbers are the estimator's, never typed here."""
-
-    def __missing__(self, key):
-        from .train.cost import estimate_gpu_hours
-        from .train.options import TrainConfig
-
-        task, scale, depth = key
-        layers = [int(part.rstrip("L")) for part in depth.split("-")]
-        enc, dec = (layers[0], layers[1]) if len(layers) == 2 else (0, layers[0])
-        est = estimate_gpu_hours(TrainConfig.from_preset(task, scale, encoder_layers=enc, decoder_layers=dec))
-        return str(est)
-
-
-EXPECTED_COST = _ExpectedCost()
+# Kept for notebook 06's printed commands until its cells use the launcher, which prints each run's estimated
+# GPU-hours itself (b2t_lib.train.cost, README "What it costs"); the numbers live there only.
+EXPECTED_COST = {
+    (task, scale, depth): f"see `python -m b2t_lib estimate --task {task} --scale {scale} --encoder-layers "
+                          f"{depth.split('L')[0]} --decoder-layers {depth.split('L')[0]}` (estimated GPU-hours)"
+    for task in ("mt",) for scale in ("small", "full") for depth in ("6L-6L", "18L-18L")
+}
 
 
 def preset(task: str, scale: str) -> dict:

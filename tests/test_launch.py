@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from b2t_lib import ScaleError
-from b2t_lib.cli import config_from_args, parse_train_args, train_argv
+from b2t_lib.train.command import config_from_args, parse_train_args, train_argv
 from b2t_lib.files import write_json_atomic
 from b2t_lib.train import TrainConfig
 from b2t_lib.train.cost import (ASSUMED_MFU, TASK_SHAPES, estimate_gpu_hours, estimate_table, flops_per_update,
@@ -210,3 +210,11 @@ def test_estimate_command(capsys):
                  "--decoder-layers", "18"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["tokens_per_update"] == 3584 * 128 and out["updates"] == 50000 and out["gpu_hours"] > 0
+
+
+def test_the_progress_reader_skips_a_half_written_log_line(tmp_path):
+    (tmp_path / "log.jsonl").write_text('{"kind": "train", "update": 10, "loss": 5.5}\n'
+                                        '{"kind": "valid", "update": 10, "valid_nll": 6.0}\n'
+                                        '{"kind": "train", "upd')
+    status = run_status(tmp_path)
+    assert (status.state, status.update, status.loss) == ("new", 10, 5.5)

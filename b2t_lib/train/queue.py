@@ -80,7 +80,7 @@ def visible_gpus() -> list[str]:
 # ---------------------------------------------------------------------------------------------- one run
 def run_command(cfg_values: dict, slot: dict, python: str = sys.executable) -> list[str]:
     """The command that trains one run (its config as ``to_dict`` gives it) on ``slot``."""
-    from ..cli import train_argv
+    from .command import train_argv
     from .options import TrainConfig
 
     cfg = TrainConfig.from_dict(cfg_values)

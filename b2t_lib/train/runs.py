@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .checkpoint import holds_run
-from .records import LOG_NAME, RESULT_NAME, read_log
+from .records import LOG_NAME, RESULT_NAME
 
 FINISHED = ("completed", "stalled", "diverged")
 LAUNCH_RECORD = "launch.json"
@@ -168,15 +168,36 @@ class RunStatus:
         return self.state
 
 
+def last_train_entry(log_path: Path, tail_bytes: int = 65536) -> dict | None:
+    """The last ``train`` line of a ``log.jsonl`` that a run may be appending to right now (a half-written
+    last line is skipped); only the file's tail is read."""
+    try:
+        with open(log_path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            size = handle.tell()
+            handle.seek(max(0, size - tail_bytes))
+            lines = handle.read().decode("utf-8", errors="replace").splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict) and entry.get("kind") == "train" and "update" in entry:
+            return entry
+    return None
+
+
 def run_status(run_dir: Path, session: str | None = None, name: str | None = None) -> RunStatus:
     """The state of the run in ``run_dir``; ``session`` is the current launch session (a process that
     ended without a result in it is ``failed``, in an older one ``interrupted``)."""
     run_dir = Path(run_dir)
     status = RunStatus(name or run_dir.name, run_dir, "new")
     status.launch = read_json(run_dir / LAUNCH_RECORD) or {}
-    train = [e for e in read_log(run_dir, "train")] if (run_dir / LOG_NAME).is_file() else []
-    if train:
-        status.update, status.loss = int(train[-1]["update"]), float(train[-1]["loss"])
+    last = last_train_entry(run_dir / LOG_NAME)
+    if last is not None:
+        status.update, status.loss = int(last["update"]), float(last["loss"])
     result = read_json(run_dir / RESULT_NAME)
     if result is not None and "status" in result:
         status.state, status.result = "finished", result
