@@ -53,7 +53,8 @@ unit-tests: $(STAMP)
 # this command; calling it again re-attaches, skips finished runs and resumes interrupted ones.
 course: $(STAMP)
 	@mkdir -p build/notebooks build/figures
-	@scale=$$(B2T_SCALE=$(B2T_SCALE) $(BIN)/python -m b2t_lib.scale) && echo "course scale: $$scale" && \
+	@scale=$$(B2T_SCALE=$(B2T_SCALE) $(BIN)/python -c "import b2t_lib.scale as s; raise SystemExit(s.main())") && \
+	echo "course scale: $$scale" && \
 	for nb in $(NOTEBOOKS); do \
 	  echo "== $$nb"; \
 	  B2T_SCALE=$$scale B2T_FIGURE_DIR=$(CURDIR)/build/figures TQDM_DISABLE=1 \

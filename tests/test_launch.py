@@ -218,3 +218,14 @@ def test_the_progress_reader_skips_a_half_written_log_line(tmp_path):
                                         '{"kind": "train", "upd')
     status = run_status(tmp_path)
     assert (status.state, status.update, status.loss) == ("new", 10, 5.5)
+
+
+def test_the_runs_command_lists_each_run_s_state(runs, tmp_path, capsys):
+    from b2t_lib.cli import main
+
+    fake_result(runs / "g" / "done", tiny(tmp_path), "diverged")
+    write_json_atomic(runs / "g" / "cut" / "launch.json", {"pid": None, "config": tiny(tmp_path).to_dict()})
+    assert main(["runs", "g"]) == 0
+    out = capsys.readouterr().out
+    assert "done             diverged" in out and "cut              interrupted" in out and "/20" in out
+    assert main(["runs"]) == 0 and "done" in capsys.readouterr().out

@@ -235,3 +235,18 @@ def test_interrupting_the_wait_asks_nothing_and_stops_no_run(data_dir, runs, tmp
     assert read_json(run_dir / "result.json")["status"] == "completed"
     assert read_json(run_dir / "launch.json")["attempt"] == 1          # never restarted
     wait_for(lambda: not queue_alive(runs / "interrupt" / ".launch"), "the queue to end")
+
+
+def test_a_run_that_crashes_and_a_queue_that_cannot_prepare_the_data_are_reported(data_dir, runs, tmp_path):
+    with pytest.raises(LaunchError) as error:      # a batch of 4 tokens holds no sentence: the trainer stops
+        launch({"crash": tiny(data_dir, max_tokens=4)}, "crash", devices=["cpu"], detach=True, poll_interval=0.2,
+               progress=False)
+    text = str(error.value)
+    assert "1 run(s) ended without a result" in text and "crash: failed (exit code" in text
+    assert "train.log" in text and "max_tokens" in text.replace("-", "_")        # the log's tail says why
+    wait_for(lambda: not queue_alive(runs / "crash" / ".launch"), "the queue to end")
+
+    missing = tiny(tmp_path / "no_data", synthetic_train_pairs=0)
+    with pytest.raises(LaunchError, match="the queue of 'nodata' stopped: FileNotFoundError: no prepared"):
+        launch({"x": missing}, "nodata", devices=["cpu"], detach=True, poll_interval=0.2, progress=False)
+    assert not (runs / "nodata" / "x" / "launch.json").exists()                 # nothing was started

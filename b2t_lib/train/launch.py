@@ -202,8 +202,8 @@ def _train_here(group, configs, statuses, workers, progress, progress_interval, 
     _prepare_data(todo.values())
     print(f"launch '{group}': {len(todo)} to train here, {len(records)} finished already (kept) under "
           f"{group_dir(group)}", flush=True)
-    display = LaunchProgress({n: c.max_update for n, c in todo.items()}, interval=progress_interval) \
-        if progress else None
+    display = LaunchProgress({n: c.max_update for n, c in todo.items()}, interval=progress_interval,
+                             new_label="pending") if progress else None
 
     def poll():
         display.show(group_statuses(group, list(todo)))
@@ -248,8 +248,9 @@ def _wait(group, configs, session, wait, progress, progress_interval, poll_inter
             if (runner is None or runner.poll() is not None) and not q.queue_alive(queue):
                 state = read_json(queue / q.STATE) or {}
                 if state.get("session") == session and state.get("phase") == "failed":
-                    raise LaunchError(f"the queue of '{group}' stopped: {state.get('message')}\n"
-                                      f"{queue / q.QUEUE_LOG} ends with:\n{log_tail(queue / q.QUEUE_LOG)}")
+                    raise LaunchError(f"the queue of '{group}' stopped: {state.get('message')} (runs it had "
+                                      f"started go on). {queue / q.QUEUE_LOG} ends with:\n"
+                                      f"{log_tail(queue / q.QUEUE_LOG)}\nFix the cause and call launch again.")
                 if any(s.state in ("new", "interrupted") for s in statuses.values()):
                     ensure_runner()       # the runner ended or was killed before these started
             time.sleep(poll_interval)

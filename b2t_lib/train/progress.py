@@ -55,6 +55,11 @@ class LaunchProgress:
         self.new_label = new_label                      # "queued" where a queue starts the new runs
 
     # ------------------------------------------------------------------ shared
+    def _label(self, status: RunStatus) -> str:
+        if status.state == "new":          # no launch record: queued, or training in this machine's processes
+            return "training" if status.update > 0 else self.new_label
+        return status.describe()
+
     def _rate(self, name: str, status: RunStatus, now: float) -> float | None:
         if status.state != "running":
             self._seen.pop(name, None)
@@ -66,7 +71,7 @@ class LaunchProgress:
         """``name  state  update/total  loss  ETA`` for one run."""
         now = time.time() if now is None else now
         total = self.totals.get(name, 0)
-        state = self.new_label if status.state == "new" else status.describe()
+        state = self._label(status)
         text = f"  {name:<16} {state:<12} {status.update:>7}/{total} updates"
         if status.loss is not None:
             text += f"  loss {status.loss:.3f}"
@@ -84,7 +89,7 @@ class LaunchProgress:
         if final or now >= self._next:
             counts: dict[str, int] = {}
             for s in statuses.values():
-                state = self.new_label if s.state == "new" else s.state
+                state = self._label(s) if s.state == "new" else s.state
                 counts[state] = counts.get(state, 0) + 1
             summary = ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
             lines = [f"[{datetime.now():%H:%M:%S}] {summary}"]
@@ -107,7 +112,7 @@ class LaunchProgress:
                                               unit="upd", position=i, leave=True, dynamic_ncols=True)
             if s.update > bar.n:
                 bar.update(s.update - bar.n)
-            post = {"state": self.new_label if s.state == "new" else s.describe() if s.state != "failed" else "failed"}
+            post = {"state": self._label(s) if s.state != "failed" else "failed"}
             if s.loss is not None:
                 post["loss"] = f"{s.loss:.3f}"
             bar.set_postfix(post, refresh=True)
