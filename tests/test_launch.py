@@ -229,3 +229,14 @@ def test_the_runs_command_lists_each_run_s_state(runs, tmp_path, capsys):
     out = capsys.readouterr().out
     assert "done             diverged" in out and "cut              interrupted" in out and "/20" in out
     assert main(["runs"]) == 0 and "done" in capsys.readouterr().out
+
+
+def test_relative_data_paths(runs, tmp_path, monkeypatch):
+    """A preset's own data folder lives in the repository root; any other relative path is the caller's."""
+    from b2t_lib.train.launch import _resolve
+
+    monkeypatch.chdir(tmp_path)
+    small = TrainConfig.from_preset("mt", "small")
+    assert _resolve(small, tmp_path / "x").data == str(ROOT / "data" / "wmt14_en_de_1m")
+    mine = TrainConfig.from_preset("mt", "tiny", data="../data/synthetic_mt")
+    assert _resolve(mine, tmp_path / "x").data == str((tmp_path / ".." / "data" / "synthetic_mt").resolve())

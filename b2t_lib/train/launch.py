@@ -36,6 +36,7 @@ from datetime import datetime
 from pathlib import Path
 
 from ..files import write_json_atomic
+from ..presets import preset
 from ..scale import require_cuda
 from . import queue as q
 from .cost import describe, estimate_gpu_hours, format_hours
@@ -53,12 +54,14 @@ class LaunchError(RuntimeError):
 
 
 def _resolve(cfg: TrainConfig, save_dir: Path) -> TrainConfig:
-    """The config as the launcher trains it: its folder, no per-process bar, ``--resume``, and a relative
-    ``data`` path taken from the repository root (where the presets' ``data/`` folders live), so a
-    notebook (run in ``notebooks/``), a terminal and ``make course`` use the same data."""
+    """The config as the launcher trains it: its folder, no per-process bar, ``--resume``, and an absolute
+    ``data`` path. A relative one is taken from the current folder, except the preset's own ``data/...``
+    folder, which is taken from the repository root (where the command line, run from the root, puts it),
+    so a notebook (run in ``notebooks/``), a terminal and ``make course`` share one copy of the data."""
     data = Path(cfg.data).expanduser()
     if not data.is_absolute():
-        data = repo_root() / data
+        base = repo_root() if cfg.data == preset(cfg.task, cfg.scale).get("data") else Path.cwd()
+        data = (base / data).resolve()
     return cfg.replace(save_dir=str(save_dir), data=str(data), progress_bar=False, resume=True)
 
 
