@@ -216,7 +216,7 @@ def test_the_translation_task_prepares_wmt_at_the_small_scale_through_the_data_s
 
 
 def test_interrupting_the_wait_asks_nothing_and_stops_no_run(data_dir, runs, tmp_path):
-    """A cell interrupt is a KeyboardInterrupt in the waiting process: it stops waiting, says so, and the run goes on."""
+    """A cell interrupt is a KeyboardInterrupt in the waiting process: it stops waiting, says so, the run goes on."""
     plan = tmp_path / "configs.json"
     plan.write_text(json.dumps({"one": tiny(data_dir, max_update=40).to_dict()}))
     script = tmp_path / "launcher.py"

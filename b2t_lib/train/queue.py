@@ -36,8 +36,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ..files import write_json_atomic
-from .runs import (LAUNCH_RECORD, TRAIN_LOG, busy_devices, process_alive, process_token, read_json,
-                   repo_root, run_status)
+from .runs import LAUNCH_RECORD, TRAIN_LOG, busy_devices, process_token, read_json, repo_root, run_status
 
 PLAN, STATE, QUEUE_LOG, LOCK = "plan.json", "state.json", "queue.log", "lock"
 POLL_S = 2.0
