@@ -14,7 +14,9 @@ PORTABLE_ENV ?= OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 ATEN_CPU_CAPABILITY=default
 .PHONY: setup test test-portable unit-tests course lab notebooks clean help
 
 help:
-	@echo "make course     run every notebook at the scale this machine allows; notebooks + figures under build/"
+	@echo "make course     run every notebook at the tiny scale (CPU, minutes); notebooks + figures under build/"
+	@echo "make course B2T_SCALE=small   (or full) the same notebooks train the paper's experiments on the GPUs, detached,"
+	@echo "                in runs/; a second call continues where the first stopped (finished runs are skipped)"
 	@echo "make test       all tests (tests/) and strict nbval on every notebook, at the tiny scale"
 	@echo "make unit-tests the fast tests only (no training, no data pipeline; under a minute)"
 	@echo "make test-portable  strict nbval on every notebook again, in another numeric environment (1 thread,"
@@ -30,18 +32,29 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
+# Tests train in a fresh temporary runs folder (B2T_RUNS), removed afterwards: the launcher skips runs that a folder
+# already holds, so a test that reused runs/ would not train.
 test: $(STAMP)
-	B2T_SCALE=tiny $(BIN)/python -m pytest $(NBVAL) tests notebooks
+	@runs=$$(mktemp -d -t b2t_runs.XXXXXX) && trap 'rm -rf "$$runs"' EXIT && \
+	echo "B2T_RUNS=$$runs B2T_SCALE=tiny $(BIN)/python -m pytest $(NBVAL) tests notebooks" && \
+	B2T_RUNS=$$runs B2T_SCALE=tiny $(BIN)/python -m pytest $(NBVAL) tests notebooks
 
 test-portable: $(STAMP)
-	B2T_SCALE=tiny $(PORTABLE_ENV) $(BIN)/python -m pytest $(NBVAL) notebooks
+	@runs=$$(mktemp -d -t b2t_runs.XXXXXX) && trap 'rm -rf "$$runs"' EXIT && \
+	echo "B2T_RUNS=$$runs B2T_SCALE=tiny $(PORTABLE_ENV) $(BIN)/python -m pytest $(NBVAL) notebooks" && \
+	B2T_RUNS=$$runs B2T_SCALE=tiny $(PORTABLE_ENV) $(BIN)/python -m pytest $(NBVAL) notebooks
 
 unit-tests: $(STAMP)
-	B2T_SCALE=tiny $(BIN)/python -m pytest -m "not slow" tests
+	@runs=$$(mktemp -d -t b2t_runs.XXXXXX) && trap 'rm -rf "$$runs"' EXIT && \
+	B2T_RUNS=$$runs B2T_SCALE=tiny $(BIN)/python -m pytest -m "not slow" tests
 
+# tiny unless B2T_SCALE asks for small or full (refused without a CUDA GPU, exit code 2). The training cells call
+# b2t_lib.train.launch.launch: at small/full the runs are detached processes under runs/ (or B2T_RUNS) that outlive
+# this command; calling it again re-attaches, skips finished runs and resumes interrupted ones.
 course: $(STAMP)
 	@mkdir -p build/notebooks build/figures
-	@scale=$$(B2T_SCALE=$(B2T_SCALE) $(BIN)/python -m b2t_lib.scale) && echo "course scale: $$scale" && \
+	@scale=$$(B2T_SCALE=$(B2T_SCALE) $(BIN)/python -c "import b2t_lib.scale as s; raise SystemExit(s.main())") && \
+	echo "course scale: $$scale" && \
 	for nb in $(NOTEBOOKS); do \
 	  echo "== $$nb"; \
 	  B2T_SCALE=$$scale B2T_FIGURE_DIR=$(CURDIR)/build/figures TQDM_DISABLE=1 \
@@ -55,9 +68,10 @@ lab: $(STAMP)
 	$(BIN)/jupyter lab notebooks
 
 notebooks: $(STAMP)
-	@for nb in $(NOTEBOOKS); do \
+	@runs=$$(mktemp -d -t b2t_runs.XXXXXX) && trap 'rm -rf "$$runs"' EXIT && \
+	for nb in $(NOTEBOOKS); do \
 	  echo "== $$nb"; \
-	  B2T_SCALE=tiny TQDM_DISABLE=1 $(BIN)/jupyter nbconvert --to notebook --execute --inplace \
+	  B2T_RUNS=$$runs B2T_SCALE=tiny TQDM_DISABLE=1 $(BIN)/jupyter nbconvert --to notebook --execute --inplace \
 	    --ExecutePreprocessor.timeout=-1 $$nb || exit 1; \
 	done
 

@@ -1,4 +1,4 @@
-"""Command line: ``python -m b2t_lib {train,evaluate,table,preset,trainability} ...``.
+"""Command line: ``python -m b2t_lib {train,evaluate,table,preset,trainability,runs,estimate} ...``.
 
 ``train`` has one option per field of :class:`b2t_lib.train.TrainConfig` and per settable field of
 :class:`b2t_lib.config.ModelConfig` (help text and group come from the fields' metadata); each
@@ -22,40 +22,13 @@ import json
 import logging
 import sys
 
-from .config import choices_of, flag
 from .presets import RECIPES, TASKS
 from .scale import SCALES, ScaleError, get_scale
+# The train command's parser lives with the trainer (the launcher builds run commands with it too).
+from .train.command import build_train_parser, config_from_args, parse_train_args, train_argv  # noqa: F401
 
 EXIT_FAILED = 3          # the run diverged or stalled ("Training failed")
 EXIT_DIVERGED = EXIT_FAILED
-_TYPES = {"int": int, "float": float, "str": str}
-
-
-def _type_name(annotation) -> str:
-    """A field's type as text: ``"int"``, ``"tuple[int, ...]"`` (annotations are strings in this library)."""
-    if isinstance(annotation, str):
-        return annotation
-    return annotation.__name__ if isinstance(annotation, type) else str(annotation)
-
-
-def _value_parser(type_name: str):
-    """(parse function, metavar) for a field's type: int, float, str, or tuple[int|float, ...] as ``1,2,3``."""
-    if type_name in _TYPES:
-        return _TYPES[type_name], type_name.upper()
-    for item in ("int", "float"):
-        if type_name.replace(" ", "") == f"tuple[{item},...]":
-            convert = _TYPES[item]
-
-            def parse(text: str, convert=convert, item=item):
-                try:
-                    return tuple(convert(x) for x in text.split(",") if x.strip())
-                except ValueError:
-                    raise argparse.ArgumentTypeError(f"expected comma-separated {item}s, got {text!r}") from None
-            return parse, f"{item.upper()},..."
-    raise TypeError(f"the command line cannot read options of type {type_name!r}; use int, float, str, bool "
-                    f"or tuple[int, ...]")
-
-
 _logger = logging.getLogger("b2t_lib")
 
 
@@ -81,70 +54,13 @@ def _configure_logging() -> None:
     _logger.setLevel(logging.INFO)
 
 
-def _first_stage(argv: list[str], scale: str) -> argparse.Namespace:
-    """Read only --task, --scale and --recipe, which decide every other default."""
-    stage = argparse.ArgumentParser(add_help=False)
-    stage.add_argument("--task", default="mt", choices=TASKS)
-    stage.add_argument("--scale", default=scale, choices=SCALES)
-    stage.add_argument("--recipe", default="", choices=[""] + sorted(RECIPES))
-    known, _ = stage.parse_known_args(argv)
-    return known
-
-
-def _variant_list() -> str:
-    from .variants import VARIANTS
-
-    return ", ".join(f"{name} ({v.title}, {v.equation})" for name, v in sorted(VARIANTS.items()))
-
-
-def build_train_parser(task: str = "mt", scale: str = "tiny", recipe: str = "") -> argparse.ArgumentParser:
-    """The ``train`` parser: one option per :class:`~b2t_lib.train.TrainConfig` field and per settable
-    :class:`~b2t_lib.config.ModelConfig` field, with help, group and choices from the fields'
-    metadata and defaults from ``option_defaults(task, scale, recipe)``."""
-    from .train.options import option_defaults, option_fields
-
-    defaults = option_defaults(task, scale, recipe or None)
-    parser = argparse.ArgumentParser(
-        prog="python -m b2t_lib train",
-        description=f"Train one model. Defaults shown are the '{task}' preset at scale '{scale}'"
-                    + (f" with recipe '{recipe}'" if recipe else "")
-                    + "; pass --task/--scale/--recipe to see another preset's defaults. Variants: "
-                    + _variant_list() + ".",
-        usage="python -m b2t_lib train [--task T] [--scale S] [--recipe R] [options]  (--help lists all)",
-        allow_abbrev=False)
-    groups: dict[str, argparse._ArgumentGroup] = {}
-    for f in option_fields():
-        group = groups.get(f.metadata["group"])
-        if group is None:
-            group = groups[f.metadata["group"]] = parser.add_argument_group(f.metadata["group"])
-        kwargs = dict(dest=f.name, default=argparse.SUPPRESS, help=f.metadata["help"])
-        choices = choices_of(f)
-        if choices is not None:
-            kwargs["choices"] = choices
-        type_name = _type_name(f.type)
-        if type_name == "bool":
-            kwargs["action"] = argparse.BooleanOptionalAction
-        else:
-            kwargs["type"], metavar = _value_parser(type_name)
-            if choices is None:
-                kwargs["metavar"] = metavar
-        # Show the preset's value without making it "given": SUPPRESS keeps explicit options apart.
-        kwargs["help"] += f" (default: {defaults[f.name]!r})"
-        group.add_argument(flag(f.name), **kwargs)
-    return parser
-
-
 def cmd_train(argv: list[str]) -> int:
     from .train.checkpoint import CheckpointMismatch
-    from .train.options import TrainConfig
     from .train.trainer import Trainer
 
-    stage = _first_stage(argv, get_scale(require_hardware=False))
-    parser = build_train_parser(stage.task, stage.scale, stage.recipe)
-    args = vars(parser.parse_args(argv))
-    task, scale, recipe = args.pop("task", stage.task), args.pop("scale", stage.scale), args.pop("recipe", "")
+    parser, args = parse_train_args(argv)
     try:
-        cfg = TrainConfig.from_preset(task, scale, recipe or None, **args)
+        cfg = config_from_args(args)
         trainer = Trainer(cfg)
     except (ValueError, FileNotFoundError, FileExistsError, NotImplementedError, RuntimeError) as err:
         parser.error(str(err))
@@ -304,8 +220,74 @@ def cmd_trainability(argv: list[str]) -> int:
     return 0
 
 
+def cmd_runs(argv: list[str]) -> int:
+    """The launched runs of a group (or every group): state, updates, loss, device, pid, log."""
+    from .train.runs import group_dir, group_statuses, runs_root
+
+    parser = argparse.ArgumentParser(prog="python -m b2t_lib runs", allow_abbrev=False,
+                                     description="Show the runs that b2t_lib.train.launch.launch started or "
+                                                 "trained (under $B2T_RUNS, else <repository>/runs).")
+    parser.add_argument("groups", nargs="*", help="group names (default: every group)")
+    args = parser.parse_args(argv)
+    root = runs_root()
+    groups = args.groups or (sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+                             if root.is_dir() else [])
+    if not groups:
+        print(f"no runs under {root}")
+    for group in groups:
+        try:
+            statuses = group_statuses(group)
+        except ValueError as error:
+            parser.error(str(error))
+        print(f"{group_dir(group)}")
+        for name, s in statuses.items():
+            total = (s.launch.get("config") or (s.result or {}).get("config") or {}).get("max_update", "?")
+            loss = f"loss {s.loss:.3f}" if s.loss is not None else ""
+            where = f"pid {s.launch['pid']} on {s.launch.get('device')}" if s.state == "running" else ""
+            print(f"  {name:<16} {s.describe():<12} {s.update:>7}/{total:<7} {loss:<11} {where}")
+    return 0
+
+
+def cmd_launch_queue(argv: list[str]) -> int:
+    """The detached queue runner that ``launch`` starts (not meant to be typed)."""
+    from .train.queue import run_queue
+
+    parser = argparse.ArgumentParser(prog="python -m b2t_lib launch-queue", allow_abbrev=False,
+                                     description="Run the queue of a launch plan (started by "
+                                                 "b2t_lib.train.launch.launch, in its own session).")
+    parser.add_argument("plan", help="runs/<group>/.launch/plan.json")
+    return run_queue(parser.parse_args(argv).plan)
+
+
+def cmd_estimate(argv: list[str]) -> int:
+    """Estimated GPU-hours of the run that the same ``train`` options describe, or the README's table."""
+    from .train.cost import estimate_gpu_hours, estimate_table
+
+    if "--table" in argv:
+        print(estimate_table())
+        return 0
+    if argv and argv[0] in ("-h", "--help"):
+        print("usage: python -m b2t_lib estimate [train options] | --table\n"
+              "Print the estimated GPU-hours of the run `python -m b2t_lib train [train options]` would train\n"
+              "(FLOP count of one update x updates, at the MFU measured in benchmarks/RESULTS.md or an\n"
+              "assumed one); --table prints the README's table for the paper's configurations.")
+        return 0
+    parser, args = parse_train_args(argv)
+    try:
+        cfg = config_from_args(args)
+    except ValueError as error:
+        parser.error(str(error))
+    est = estimate_gpu_hours(cfg)
+    print(json.dumps({"gpu_hours": round(est.gpu_hours, 3), "flops_per_update": est.flops_per_update,
+                      "tokens_per_update": est.tokens_per_update, "updates": est.updates, "flops": est.flops,
+                      "mfu": est.throughput.mfu, "mfu_measured": est.throughput.measured,
+                      "gpu": est.throughput.gpu, "source": est.throughput.source}, indent=1))
+    return 0
+
+
 COMMANDS = {"train": cmd_train, "evaluate": cmd_evaluate, "table": cmd_table, "preset": cmd_preset,
-            "trainability": cmd_trainability}
+            "trainability": cmd_trainability, "runs": cmd_runs, "estimate": cmd_estimate,
+            "launch-queue": cmd_launch_queue}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -317,12 +299,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
-        usage = ("usage: python -m b2t_lib {train,evaluate,table,preset,trainability} [options]\n"
+        usage = ("usage: python -m b2t_lib {train,evaluate,table,preset,trainability,runs,estimate} [options]\n"
                  "  train     train one model (options default from the task's scale preset)\n"
                  "  evaluate  test a trained run (averaged checkpoints, BLEU)\n"
                  "  table     print a paper table with our result.json files beside it\n"
                  "  preset    print a preset's options as JSON\n"
                  "  trainability  train variants x depths x learning rates; completed/stalled/diverged map as JSON\n"
+                 "  runs      the runs the launcher started (state, updates, loss, pid, device), per group\n"
+                 "  estimate  estimated GPU-hours of the run the same train options describe (--table: README's)\n"
+                 "  (launch-queue PLAN: the detached queue runner that b2t_lib.train.launch starts itself)\n"
                  "Run `python -m b2t_lib COMMAND --help` for the options of one command.")
         if argv and argv[0] not in ("-h", "--help"):
             print(f"unknown command {argv[0]!r}\n{usage}", file=sys.stderr)

@@ -30,36 +30,33 @@ def get_scale(require_hardware: bool = True) -> str:
     if scale not in SCALES:
         raise ScaleError(f"{ENV_VAR}={scale!r} is not a scale; valid values are: {', '.join(SCALES)}")
     if require_hardware and scale != "tiny":
-        import torch
-
-        if not torch.cuda.is_available():
-            raise ScaleError(
-                f"{ENV_VAR}={scale} needs a CUDA GPU (small: one GPU for hours, full: several GPUs "
-                f"through torchrun), and this machine has none. Unset {ENV_VAR} or set it to 'tiny' "
-                f"to run the CPU version."
-            )
+        require_cuda(scale)
     return scale
 
 
-def detect_scale() -> str:
-    """The scale this machine allows when ``B2T_SCALE`` is not set: ``small`` with a CUDA GPU, else ``tiny``.
-
-    ``full`` is never chosen automatically: it needs several GPUs and days; ask for it explicitly.
-    """
-    if os.environ.get(ENV_VAR):
-        return get_scale()
+def require_cuda(scale: str) -> None:
+    """Raise :class:`ScaleError` (the scale switch's message) when ``scale`` is ``small`` or ``full`` and no
+    CUDA device is visible. The launcher (:mod:`b2t_lib.train.launch`) refuses through this too."""
+    if scale == "tiny":
+        return
     import torch
 
-    return "small" if torch.cuda.is_available() else "tiny"
+    if not torch.cuda.is_available():
+        raise ScaleError(
+            f"{ENV_VAR}={scale} needs a CUDA GPU (small: one GPU for hours, full: several GPUs "
+            f"through torchrun), and this machine has none. Unset {ENV_VAR} or set it to 'tiny' "
+            f"to run the CPU version."
+        )
 
 
 def main() -> int:
-    """``python -m b2t_lib.scale``: print the scale ``make course`` will use; exit 2 with the reason
-    when ``B2T_SCALE`` is unknown or asks for hardware this machine lacks."""
+    """``python -m b2t_lib.scale``: print the scale ``make course`` will use (``tiny`` unless ``B2T_SCALE``
+    asks for another: a course never starts GPU work unasked); exit 2 with the reason when ``B2T_SCALE``
+    is unknown or asks for hardware this machine lacks."""
     import sys
 
     try:
-        print(detect_scale())
+        print(get_scale())
     except ScaleError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # run from a checkout without installing
 
-from b2t_lib.data import download_wmt14_en_de, prepare_translation_data  # noqa: E402
+from b2t_lib.data import prepare_wmt14_en_de  # noqa: E402
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -58,18 +58,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     logging.getLogger("b2t_lib.data").setLevel(logging.INFO)
-    if args.from_files is not None:
-        raw_dir = args.from_files
-    else:
-        if (args.src_lang, args.tgt_lang) != ("en", "de"):
-            print("the WMT'14 download is English-German; use --from-files for other pairs", file=sys.stderr)
-            return 2
-        raw_dir = download_wmt14_en_de(args.raw_dir or args.out_dir / "raw", cache_dir=args.cache_dir)
-    out = prepare_translation_data(
-        raw_dir, args.out_dir, src_lang=args.src_lang, tgt_lang=args.tgt_lang,
-        bpe_vocab_size=args.bpe_vocab_size, bpe_merges=args.bpe_merges, max_pairs=args.max_pairs,
-        seed=args.seed, max_len=args.max_len, max_ratio=args.max_ratio,
-        aggressive_dash_splits=args.aggressive_dash_splits, workers=args.workers)
+    if args.from_files is None and (args.src_lang, args.tgt_lang) != ("en", "de"):
+        print("the WMT'14 download is English-German; use --from-files for other pairs", file=sys.stderr)
+        return 2
+    # The same function the translation task calls when its small/full data is missing.
+    out = prepare_wmt14_en_de(
+        args.out_dir, raw_dir=args.raw_dir, from_files=args.from_files, src_lang=args.src_lang,
+        tgt_lang=args.tgt_lang, bpe_vocab_size=args.bpe_vocab_size, bpe_merges=args.bpe_merges,
+        max_pairs=args.max_pairs, seed=args.seed, max_len=args.max_len, max_ratio=args.max_ratio,
+        aggressive_dash_splits=args.aggressive_dash_splits, workers=args.workers, cache_dir=args.cache_dir)
     print(out)
     return 0
 

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from b2t_lib import SCALES, ScaleError, get_scale
-from b2t_lib.scale import detect_scale
+from b2t_lib.scale import main as scale_main
 
 
 def test_default_and_valid_values(monkeypatch):
@@ -33,8 +33,14 @@ def test_gpu_scales_need_a_gpu_and_say_how_to_fall_back(monkeypatch, scale):
     assert get_scale(require_hardware=False) == scale  # reading the value alone is allowed
 
 
-def test_detect_scale(monkeypatch):
+def test_make_course_scale_is_tiny_unless_asked(monkeypatch, capsys):
+    """`make course` asks `python -m b2t_lib.scale`: tiny by default even on a GPU machine (a course must not
+    start days of GPU work unasked); an explicit B2T_SCALE is used, or refused with exit code 2."""
     monkeypatch.delenv("B2T_SCALE", raising=False)
-    assert detect_scale() == ("small" if torch.cuda.is_available() else "tiny")
-    monkeypatch.setenv("B2T_SCALE", "tiny")
-    assert detect_scale() == "tiny"
+    assert scale_main() == 0 and capsys.readouterr().out.strip() == "tiny"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setenv("B2T_SCALE", "small")
+    assert scale_main() == 2
+    assert "needs a CUDA GPU" in capsys.readouterr().err
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert scale_main() == 0 and capsys.readouterr().out.strip() == "small"

@@ -14,13 +14,14 @@ from .summarization import HeadlineFileError, check_headline_files, prepare_summ
 from .synthetic import SyntheticLanguagePair, generate_synthetic_pairs, prepare_synthetic_mt
 from .synthetic_headlines import HeadlineTask, generate_headline_pairs, prepare_synthetic_summarization
 from .text import moses_detokenize, moses_tokenize, rush_normalize
-from .wmt import download_wmt14_en_de
+from .wmt import download_wmt14_en_de, prepare_wmt14_en_de
 
 __all__ = [
     "BPE", "BatchSizeError", "Dictionary", "HeadlineFileError", "HeadlineTask", "SyntheticLanguagePair",
     "TranslationDataset", "check_headline_files", "download_gigaword", "download_wmt14_en_de",
     "extract_gigaword", "generate_headline_pairs", "generate_synthetic_pairs", "learn_bpe",
     "load_translation_split", "moses_detokenize", "moses_tokenize", "prepare_summarization_data",
-    "prepare_synthetic_mt", "prepare_synthetic_summarization", "prepare_translation_data", "remove_bpe",
+    "prepare_synthetic_mt", "prepare_synthetic_summarization", "prepare_translation_data", "prepare_wmt14_en_de",
+    "remove_bpe",
     "rush_normalize", "test_split_names", "token_batches",
 ]

@@ -121,3 +121,31 @@ def download_wmt14_en_de(raw_dir: str | Path, *, cache_dir: str | None = None,
                lambda outs: [out.write_bytes((raw_dir / f"newstest2013.{lang}").read_bytes())
                              for out, lang in zip(outs, ("en", "de"))])
     return raw_dir
+
+
+def prepare_wmt14_en_de(out_dir: str | Path, *, raw_dir: str | Path | None = None,
+                        from_files: str | Path | None = None, max_pairs: int | None = None,
+                        bpe_merges: int | None = 32000, bpe_vocab_size: int | None = None, max_len: int = 80,
+                        max_ratio: float = 1.5, aggressive_dash_splits: bool = False, seed: int = 0,
+                        workers: int | None = None, cache_dir: str | None = None, src_lang: str = "en",
+                        tgt_lang: str = "de") -> Path:
+    """Download (unless ``from_files``) and prepare WMT'14 En-De as the paper does: what
+    ``data_scripts/prepare_wmt14_en_de.py`` runs and what the translation task runs when its small or
+    full data is missing. ``max_pairs`` keeps a seeded random subset of the training pairs (the small
+    scale); the raw download goes to ``raw_dir`` (default ``out_dir/raw``). Restartable step by step."""
+    from .prepare import prepare_translation_data
+
+    out_dir = Path(out_dir)
+    if from_files is not None:
+        source = Path(from_files)
+    else:
+        if (src_lang, tgt_lang) != ("en", "de"):
+            raise ValueError("the WMT'14 download is English-German; use from_files for other pairs")
+        source = download_wmt14_en_de(raw_dir or out_dir / "raw", cache_dir=cache_dir)
+    if bpe_vocab_size is not None:
+        bpe_merges = None
+    return prepare_translation_data(
+        source, out_dir, src_lang=src_lang, tgt_lang=tgt_lang, bpe_vocab_size=bpe_vocab_size,
+        bpe_merges=bpe_merges, max_pairs=max_pairs, seed=seed, max_len=max_len, max_ratio=max_ratio,
+        aggressive_dash_splits=aggressive_dash_splits, workers=workers)
+

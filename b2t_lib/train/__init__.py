@@ -6,13 +6,18 @@
     cfg = TrainConfig.from_preset("mt", "tiny", variant="b2t", save_dir="runs/b2t")
     record = train(cfg)            # result.json: status, metrics (BLEU), wall time, tokens/s
     # status: "completed", or "stalled" / "diverged" (the paper's "Training failed", see .failure)
+
+    from b2t_lib.train.launch import launch   # every scale: in-process (tiny) or detached (small/full)
+    records = launch({"b2t_6L": cfg}, "my_group")   # trains in runs/my_group/b2t_6L, skips finished runs
 """
 from ..loss import LossOutput, label_smoothed_nll_loss
 from .checkpoint import (CheckpointMismatch, UnreadableCheckpoint, UntrustedCheckpoint, average_checkpoints,
                          list_checkpoints, load_checkpoint)
+from .cost import estimate_gpu_hours
 from .divergence import DivergenceMonitor
 from .failure import FAILED_STATUSES, STATUSES, StallRule, failure_note, is_failed
 from .evaluate import evaluate_run, load_trained_model
+from .launch import LaunchError, runs_root   # (the function launch stays in its module: b2t_lib.train.launch)
 from .options import TrainConfig, option_defaults, option_fields
 from .records import read_log, read_result
 from .schedule import SCHEDULERS, LRSchedule
@@ -26,5 +31,6 @@ __all__ = [
     "list_checkpoints", "load_checkpoint", "option_defaults", "option_fields",
     "DivergenceMonitor", "FAILED_STATUSES", "STATUSES", "StallRule", "failure_note", "is_failed", "evaluate_run", "load_trained_model", "LossOutput",
     "label_smoothed_nll_loss", "TrainConfig", "read_log", "read_result", "SCHEDULERS", "LRSchedule",
-    "run_many", "TASK_REGISTRY", "Task", "build_task", "data_unigram_baseline", "register_task", "Trainer", "train",
+    "run_many", "LaunchError", "runs_root", "estimate_gpu_hours", "TASK_REGISTRY", "Task", "build_task",
+    "data_unigram_baseline", "register_task", "Trainer", "train",
 ]

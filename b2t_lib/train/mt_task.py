@@ -7,6 +7,7 @@ set and the average over the test sets.
 """
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,8 @@ from torch import nn
 from ..generate import beam_search, greedy_search
 from ..model import EncoderDecoder
 from .task import Task, register_task
+
+logger = logging.getLogger(__name__)
 
 
 def lenpen_for(split: str, lenpen: float, lenpen_other: float) -> float:
@@ -44,21 +47,31 @@ class TranslationTask(Task):
 
     def prepare_data(self) -> Path:
         """The data directory. A folder without a finished preparation (no manifest) is generated
-        as the synthetic task when ``synthetic_train_pairs`` > 0 (finished steps are reused);
-        otherwise the user is told how to prepare WMT. Called by one process; the others wait."""
-        from ..data import prepare_synthetic_mt
+        as the synthetic task when ``synthetic_train_pairs`` > 0 (finished steps are reused); at the
+        small and full scale WMT'14 En-De is downloaded and prepared into it
+        (:func:`b2t_lib.data.prepare_wmt14_en_de` with the options of ``presets.DATA_PREPARATION``, as
+        ``data_scripts/prepare_wmt14_en_de.py`` does; restartable). Called by one process; the others wait."""
+        from ..data import prepare_synthetic_mt, prepare_wmt14_en_de
         from ..data.prepare import MANIFEST
+        from ..presets import DATA_PREPARATION
 
         path = self.data_dir()
         if (path / MANIFEST).is_file():
             return path
         if self.cfg.synthetic_train_pairs > 0:
             return prepare_synthetic_mt(path, n_train=self.cfg.synthetic_train_pairs, seed=0)
-        raise FileNotFoundError(
-            f"no prepared translation data at {path}. Prepare WMT En-De with "
-            f"`python data_scripts/prepare_wmt14_en_de.py --out-dir {path}` (add --max-pairs N for the "
-            f"small scale), or pass --data to a prepared directory"
-        )
+        options = DATA_PREPARATION.get((self.name, self.cfg.scale))
+        if options is None:
+            raise FileNotFoundError(
+                f"no prepared translation data at {path}. Prepare WMT En-De with "
+                f"`python data_scripts/prepare_wmt14_en_de.py --out-dir {path}` (add --max-pairs N for the "
+                f"small scale), or pass --data to a prepared directory"
+            )
+        logger.info("no prepared data at %s: downloading and preparing WMT'14 En-De (%s scale: %s); "
+                    "the same as `python data_scripts/prepare_wmt14_en_de.py --out-dir %s%s`", path,
+                    self.cfg.scale, options or "all pairs", path,
+                    "".join(f" --{k.replace('_', '-')} {v}" for k, v in options.items()))
+        return prepare_wmt14_en_de(path, **options)
 
     def load_datasets(self) -> None:
         from ..data import load_translation_split

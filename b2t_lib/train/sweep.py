@@ -1,5 +1,6 @@
-"""Run several independent trainings side by side, one process each (a notebook's 3 variants x 2
-depths on a 2-core CPU take half the wall time this way).
+"""Run several independent trainings side by side in this machine's processes (a notebook's 3 variants
+x 2 depths on a 2-core CPU take half the wall time this way). The launcher
+(:func:`b2t_lib.train.launch.launch`) trains tiny runs through this; larger ones it starts detached.
 
 Each run is an ordinary :class:`~b2t_lib.train.Trainer` in a fresh ``spawn`` process with its own
 ``threads`` setting (1 for the tiny presets), so runs do not fight over cores; results are the
@@ -10,7 +11,8 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
+from typing import Callable
 
 from .options import TrainConfig
 
@@ -21,9 +23,26 @@ def _run_one(cfg: TrainConfig) -> dict:
     return Trainer(cfg).train()
 
 
-def run_many(configs: list[TrainConfig], workers: int | None = None) -> list[dict]:
+def _stop_workers(pool: ProcessPoolExecutor) -> None:
+    """End the pool's processes now (a training run does not stop on its own)."""
+    if hasattr(pool, "terminate_workers"):      # Python >= 3.14
+        pool.terminate_workers()
+        return
+    for process in list((getattr(pool, "_processes", None) or {}).values()):
+        process.terminate()
+    pool.shutdown(wait=True, cancel_futures=True)
+
+
+def run_many(configs: list[TrainConfig], workers: int | None = None, *,
+             poll: Callable[[], None] | None = None, poll_interval: float = 2.0) -> list[dict]:
     """Train every config (``workers`` at a time, default: one per CPU core) and return their
-    result records. ``workers=1`` trains them one after the other in this process."""
+    result records. ``workers=1`` trains them one after the other in this process.
+
+    With several workers, ``poll()`` is called about every ``poll_interval`` seconds while they train
+    (the launcher shows progress from it). The first run that raises stops the others and its error
+    is raised here; so does a KeyboardInterrupt (what the runs wrote so far is kept: ``--resume``
+    continues them).
+    """
     if not configs:
         return []
     save_dirs = [c.save_dir for c in configs]
@@ -32,5 +51,21 @@ def run_many(configs: list[TrainConfig], workers: int | None = None) -> list[dic
     workers = workers or min(len(configs), os.cpu_count() or 1)
     if workers == 1:
         return [_run_one(c) for c in configs]
-    with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as pool:
-        return list(pool.map(_run_one, configs))
+    pool = ProcessPoolExecutor(max_workers=min(workers, len(configs)), mp_context=mp.get_context("spawn"))
+    try:
+        futures = [pool.submit(_run_one, c) for c in configs]
+        while True:
+            done, pending = wait(futures, timeout=poll_interval, return_when=FIRST_EXCEPTION)
+            if poll is not None:
+                poll()
+            failed = [f for f in futures if f in done and f.exception() is not None]
+            if failed:
+                raise failed[0].exception()
+            if not pending:
+                break
+        results = [f.result() for f in futures]
+    except BaseException:
+        _stop_workers(pool)
+        raise
+    pool.shutdown(wait=True)
+    return results

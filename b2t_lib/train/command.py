@@ -1,0 +1,148 @@
+"""The command line of one training run: ``python -m b2t_lib train``'s parser, generated from the fields of
+:class:`~b2t_lib.train.TrainConfig` and :class:`~b2t_lib.config.ModelConfig`, and the inverse, the options that make
+it train a given config (:func:`train_argv`, what the launcher's detached runs execute).
+
+Every option defaults from the preset of ``--task`` at ``--scale`` (then ``--recipe``); an option is "given"
+only when it is on the command line, which the contradiction checks of :meth:`TrainConfig.check` rely on.
+"""
+from __future__ import annotations
+
+import argparse
+
+from ..config import choices_of, flag
+from ..presets import RECIPES, TASKS
+from ..scale import SCALES, get_scale
+
+_TYPES = {"int": int, "float": float, "str": str}
+
+
+def _type_name(annotation) -> str:
+    """A field's type as text: ``"int"``, ``"tuple[int, ...]"`` (annotations are strings in this library)."""
+    if isinstance(annotation, str):
+        return annotation
+    return annotation.__name__ if isinstance(annotation, type) else str(annotation)
+
+
+def _value_parser(type_name: str):
+    """(parse function, metavar) for a field's type: int, float, str, or tuple[int|float, ...] as ``1,2,3``."""
+    if type_name in _TYPES:
+        return _TYPES[type_name], type_name.upper()
+    for item in ("int", "float"):
+        if type_name.replace(" ", "") == f"tuple[{item},...]":
+            convert = _TYPES[item]
+
+            def parse(text: str, convert=convert, item=item):
+                try:
+                    return tuple(convert(x) for x in text.split(",") if x.strip())
+                except ValueError:
+                    raise argparse.ArgumentTypeError(f"expected comma-separated {item}s, got {text!r}") from None
+            return parse, f"{item.upper()},..."
+    raise TypeError(f"the command line cannot read options of type {type_name!r}; use int, float, str, bool "
+                    f"or tuple[int, ...]")
+
+
+
+def _first_stage(argv: list[str], scale: str) -> argparse.Namespace:
+    """Read only --task, --scale and --recipe, which decide every other default."""
+    stage = argparse.ArgumentParser(add_help=False)
+    stage.add_argument("--task", default="mt", choices=TASKS)
+    stage.add_argument("--scale", default=scale, choices=SCALES)
+    stage.add_argument("--recipe", default="", choices=[""] + sorted(RECIPES))
+    known, _ = stage.parse_known_args(argv)
+    return known
+
+
+def _variant_list() -> str:
+    from ..variants import VARIANTS
+
+    return ", ".join(f"{name} ({v.title}, {v.equation})" for name, v in sorted(VARIANTS.items()))
+
+
+def build_train_parser(task: str = "mt", scale: str = "tiny", recipe: str = "") -> argparse.ArgumentParser:
+    """The ``train`` parser: one option per :class:`~b2t_lib.train.TrainConfig` field and per settable
+    :class:`~b2t_lib.config.ModelConfig` field, with help, group and choices from the fields'
+    metadata and defaults from ``option_defaults(task, scale, recipe)``."""
+    from .options import option_defaults, option_fields
+
+    defaults = option_defaults(task, scale, recipe or None)
+    parser = argparse.ArgumentParser(
+        prog="python -m b2t_lib train",
+        description=f"Train one model. Defaults shown are the '{task}' preset at scale '{scale}'"
+                    + (f" with recipe '{recipe}'" if recipe else "")
+                    + "; pass --task/--scale/--recipe to see another preset's defaults. Variants: "
+                    + _variant_list() + ".",
+        usage="python -m b2t_lib train [--task T] [--scale S] [--recipe R] [options]  (--help lists all)",
+        allow_abbrev=False)
+    groups: dict[str, argparse._ArgumentGroup] = {}
+    for f in option_fields():
+        group = groups.get(f.metadata["group"])
+        if group is None:
+            group = groups[f.metadata["group"]] = parser.add_argument_group(f.metadata["group"])
+        kwargs = dict(dest=f.name, default=argparse.SUPPRESS, help=f.metadata["help"])
+        choices = choices_of(f)
+        if choices is not None:
+            kwargs["choices"] = choices
+        type_name = _type_name(f.type)
+        if type_name == "bool":
+            kwargs["action"] = argparse.BooleanOptionalAction
+        else:
+            kwargs["type"], metavar = _value_parser(type_name)
+            if choices is None:
+                kwargs["metavar"] = metavar
+        # Show the preset's value without making it "given": SUPPRESS keeps explicit options apart.
+        kwargs["help"] += f" (default: {defaults[f.name]!r})"
+        group.add_argument(flag(f.name), **kwargs)
+    return parser
+
+
+def parse_train_args(argv: list[str]) -> tuple[argparse.ArgumentParser, dict]:
+    """The ``train`` parser for ``argv``'s task, scale and recipe, and the options ``argv`` gives."""
+    stage = _first_stage(argv, get_scale(require_hardware=False))
+    parser = build_train_parser(stage.task, stage.scale, stage.recipe)
+    args = vars(parser.parse_args(argv))
+    args.setdefault("task", stage.task)
+    args.setdefault("scale", stage.scale)
+    return parser, args
+
+
+def config_from_args(args: dict):
+    """The :class:`~b2t_lib.train.TrainConfig` of parsed ``train`` options: the preset of their task and
+    scale, the recipe, then the options given (what ``python -m b2t_lib train`` trains)."""
+    from .options import TrainConfig
+
+    args = dict(args)
+    task, scale, recipe = args.pop("task"), args.pop("scale"), args.pop("recipe", "")
+    return TrainConfig.from_preset(task, scale, recipe or None, **args)
+
+
+def train_argv(cfg) -> list[str]:
+    """The ``train`` options that make the command line train exactly ``cfg``: ``--task``, ``--scale``,
+    ``--recipe``, then every option whose value differs from its preset default (an option set to its
+    default is left out, so the contradiction checks of explicit options see what the caller set).
+    Checked: parsing the result gives ``cfg`` back, or ValueError says which option does not survive."""
+    from .options import option_defaults, option_fields
+
+    values = cfg.to_dict()
+    defaults = option_defaults(cfg.task, cfg.scale, cfg.recipe or None, variant=cfg.model.variant)
+    argv = ["--task", cfg.task, "--scale", cfg.scale]
+    if cfg.recipe:
+        argv += ["--recipe", cfg.recipe]
+    for f in option_fields():
+        name, value = f.name, values[f.name]
+        if name in ("task", "scale", "recipe") or defaults.get(name, object()) == value:
+            continue
+        if isinstance(value, bool):
+            argv.append(flag(name) if value else "--no-" + flag(name)[2:])
+        elif isinstance(value, (tuple, list)):
+            argv.append(f"{flag(name)}={','.join(repr(v) for v in value)}")
+        elif isinstance(value, float):
+            argv.append(f"{flag(name)}={value!r}")
+        else:
+            argv.append(f"{flag(name)}={value}")
+    _, args = parse_train_args(argv)
+    back = config_from_args(args).to_dict()
+    lost = sorted(k for k in values if back.get(k) != values[k])
+    if lost:
+        raise ValueError(f"the command line cannot reproduce this config exactly ({', '.join(lost)} differ "
+                         f"after parsing {' '.join(argv)}); build it with TrainConfig.from_preset(...)")
+    return argv
