@@ -71,12 +71,16 @@ _PRESETS: dict[tuple[str, str], dict] = {
         # every epoch end (a few hundred updates of WMT'14 at this batch), keep and average the last 10.
         save_interval=0, save_interval_epochs=1,
         log_interval=100, valid_interval=1000, threads=0,
+        # Decoding: the official command is `generate.py --beam 4 --lenpen 0.6 --remove-bpe` (methods_spec 1.8)
+        # and passes no length options, so fairseq's defaults apply: at most 0 * src_len + 200 tokens, then EOS.
+        max_len_a=0.0, max_len_b=200,
     ),
     ("mt", "small"): dict(
         _BASE, encoder_layers=6, decoder_layers=6, dropout=0.3,
         warmup_updates=4000, max_update=20000, max_tokens=8192,
         tokens_per_update=65536,               # 1/7 of the paper's batch, one GPU
         data="data/wmt14_en_de_1m", eval_batch_size=128,
+        max_len_a=0.0, max_len_b=200,          # fairseq's defaults, as at full scale
         log_interval=100, valid_interval=1000, save_interval=1000, threads=0,
     ),
     ("mt", "tiny"): dict(
