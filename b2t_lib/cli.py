@@ -162,8 +162,8 @@ def cmd_evaluate(argv: list[str]) -> int:
     from .train.evaluate import evaluate_run
 
     parser = argparse.ArgumentParser(prog="python -m b2t_lib evaluate", allow_abbrev=False,
-                                     description="Test a trained run: average its last N checkpoints "
-                                                 "and compute the task's metric (BLEU for MT).")
+                                     description="Test a trained run: average its last N checkpoints and "
+                                                 "compute the task's metric (BLEU for MT, ROUGE for summarization).")
     parser.add_argument("--save-dir", required=True, help="the run's directory")
     parser.add_argument("--checkpoint", help="evaluate this one checkpoint file instead (no averaging)")
     parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="device")
@@ -308,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
         usage = ("usage: python -m b2t_lib {train,evaluate,table,preset,trainability} [options]\n"
                  "  train     train one model (options default from the task's scale preset)\n"
-                 "  evaluate  test a trained run (averaged checkpoints, BLEU)\n"
+                 "  evaluate  test a trained run (averaged checkpoints; BLEU, ROUGE)\n"
                  "  table     print a paper table with our result.json files beside it\n"
                  "  preset    print a preset's options as JSON\n"
                  "  trainability  train variants x depths x learning rates; converged/diverged map as JSON\n"

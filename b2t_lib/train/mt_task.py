@@ -31,6 +31,8 @@ class TranslationTask(Task):
     name = "mt"
     metric = "bleu"
     higher_is_better = True
+    data_kind = "translation data"
+    headlines = False           # whether this task reads article->headline data (prepare_gigaword.py's)
 
     def __init__(self, cfg):
         super().__init__(cfg)
@@ -44,29 +46,40 @@ class TranslationTask(Task):
     def prepare_data(self) -> Path:
         """The data directory. A folder without a finished preparation (no manifest) is generated
         as the synthetic task when ``synthetic_train_pairs`` > 0 (finished steps are reused);
-        otherwise the user is told how to prepare WMT. Called by one process; the others wait."""
-        from ..data import prepare_synthetic_mt
+        otherwise the user is told how to prepare the real data. Called by one process; the others wait."""
         from ..data.prepare import MANIFEST
 
         path = self.data_dir()
         if (path / MANIFEST).is_file():
             return path
         if self.cfg.synthetic_train_pairs > 0:
-            return prepare_synthetic_mt(path, n_train=self.cfg.synthetic_train_pairs, seed=0)
-        raise FileNotFoundError(
-            f"no prepared translation data at {path}. Prepare WMT En-De with "
-            f"`python data_scripts/prepare_wmt14_en_de.py --out-dir {path}` (add --max-pairs N for the "
-            f"small scale), or pass --data to a prepared directory"
-        )
+            return self.prepare_synthetic(path)
+        raise FileNotFoundError(f"no prepared {self.data_kind} at {path}. {self.how_to_prepare(path)}")
+
+    def prepare_synthetic(self, path: Path) -> Path:
+        """Generate this task's synthetic data set (the tiny scale) into ``path``."""
+        from ..data import prepare_synthetic_mt
+
+        return prepare_synthetic_mt(path, n_train=self.cfg.synthetic_train_pairs, seed=0)
+
+    def how_to_prepare(self, path: Path) -> str:
+        """What to tell a user whose ``--data`` folder holds no prepared data set."""
+        return (f"Prepare WMT En-De with `python data_scripts/prepare_wmt14_en_de.py --out-dir {path}` (add "
+                f"--max-pairs N for the small scale), or pass --data to a prepared directory")
 
     def load_datasets(self) -> None:
         from ..data import load_translation_split
+        from ..data.summarization import ARTICLE, HEADLINE
 
         path = self.data_dir()
         self.train_data = load_translation_split(path, "train")
         self.valid_data = load_translation_split(path, "valid")
         if len(self.train_data.dictionary) != len(self.valid_data.dictionary):
             raise ValueError(f"train and valid dictionaries of {path} differ; re-run the data preparation")
+        pair = (self.train_data.src_lang, self.train_data.tgt_lang)
+        if (pair == (ARTICLE, HEADLINE)) != self.headlines:   # BLEU of headlines, ROUGE of German: refuse
+            raise ValueError(f"{path} holds {pair[0]}->{pair[1]} data, not the {self.data_kind} that --task "
+                             f"{self.name} reads. {self.how_to_prepare(path)}")
 
     @property
     def dictionary(self):
@@ -109,7 +122,8 @@ class TranslationTask(Task):
         return [hyps[i] for i in range(len(dataset))]
 
     def evaluate(self, model, device) -> dict:
-        """Case-sensitive detokenized SacreBLEU on every test set and their average (Table 1)."""
+        """Decode every test set (:meth:`translate`), score it (:meth:`score`), and lay the scores
+        out for the paper's table (:meth:`metrics`); one sample per test set is kept."""
         from ..data import load_translation_split, test_split_names
 
         path = self.data_dir()
@@ -120,7 +134,15 @@ class TranslationTask(Task):
             hyps = self.translate(model, dataset, device,
                                   lenpen_for(split, self.cfg.lenpen, self.cfg.lenpen_other))
             refs = dataset.references()
-            scores[split] = round(sacrebleu.corpus_bleu(hyps, [refs]).score, 2)
+            scores[split] = self.score(hyps, refs)
             samples[split] = {"source": dataset.source_text(0), "reference": refs[0], "hypothesis": hyps[0]}
+        return {**self.metrics(scores), "samples": samples}
+
+    def score(self, hypotheses: list[str], references: list[str]):
+        """Case-sensitive SacreBLEU of detokenized output against the raw references (Table 1)."""
+        return round(sacrebleu.corpus_bleu(hypotheses, [references]).score, 2)
+
+    def metrics(self, scores: dict) -> dict:
+        """Table 1's layout: BLEU per test set and their average."""
         average = round(sum(scores.values()) / len(scores), 2) if scores else float("nan")
-        return {"bleu": scores, "bleu_avg": average, "samples": samples}
+        return {"bleu": scores, "bleu_avg": average}

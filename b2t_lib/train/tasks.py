@@ -3,6 +3,7 @@ imported here (one line) and becomes a ``--task`` of the trainer and the command
 from __future__ import annotations
 
 from . import mt_task  # noqa: F401  (registers "mt")
+from . import summarization_task  # noqa: F401  (registers "summarization")
 from .options import TrainConfig
 from .task import TASK_REGISTRY, Task
 
