@@ -172,3 +172,10 @@ def test_train_and_evaluate_from_the_command_line(data_dir, tmp_path, capsys):
     assert all(0 <= evaluated[k] <= 100 for k in ROUGE_KEYS)
     stored = json.loads((run / "result.json").read_text())
     assert stored["metrics"]["rouge1"] == evaluated["rouge1"]          # evaluate merged its scores in
+    ours = "".join(f"{evaluated[k]:8.2f}" for k in ROUGE_KEYS)            # R-L as the table prints them
+    for table in ("3", "9"):
+        assert main(["table", "--table", table, str(run)]) == 0
+        printed = capsys.readouterr().out
+        assert "Enc-Dec: 1L-1L" in printed and f"  {'B2T connection (ours)':<26}{ours}\n" in printed
+    assert main(["table", "--table", "1", str(run)]) == 0                # a summarization run is no Table 1 row
+    assert "(ours)" not in capsys.readouterr().out
