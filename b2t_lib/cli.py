@@ -84,8 +84,8 @@ def cmd_evaluate(argv: list[str]) -> int:
     from .train.evaluate import evaluate_run
 
     parser = argparse.ArgumentParser(prog="python -m b2t_lib evaluate", allow_abbrev=False,
-                                     description="Test a trained run: average its last N checkpoints "
-                                                 "and compute the task's metric (BLEU for MT).")
+                                     description="Test a trained run: average its last N checkpoints and "
+                                                 "compute the task's metric (BLEU for MT, ROUGE for summarization).")
     parser.add_argument("--save-dir", required=True, help="the run's directory")
     parser.add_argument("--checkpoint", help="evaluate this one checkpoint file instead (no averaging)")
     parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="device")
@@ -301,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
         usage = ("usage: python -m b2t_lib {train,evaluate,table,preset,trainability,runs,estimate} [options]\n"
                  "  train     train one model (options default from the task's scale preset)\n"
-                 "  evaluate  test a trained run (averaged checkpoints, BLEU)\n"
+                 "  evaluate  test a trained run (averaged checkpoints; BLEU, ROUGE)\n"
                  "  table     print a paper table with our result.json files beside it\n"
                  "  preset    print a preset's options as JSON\n"
                  "  trainability  train variants x depths x learning rates; completed/stalled/diverged map as JSON\n"

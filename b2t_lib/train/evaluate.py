@@ -1,5 +1,6 @@
 """Evaluate a trained run: rebuild its model from a checkpoint, average the last N checkpoints as
-the paper decodes (methods_spec 1.8), and compute the task's test metrics (BLEU for MT).
+the paper decodes (methods_spec 1.8), and compute the task's test metrics (BLEU for MT, ROUGE for
+summarization).
 
 ``python -m b2t_lib evaluate --save-dir DIR`` calls :func:`evaluate_run`.
 """

@@ -35,6 +35,8 @@ class TranslationTask(Task):
     name = "mt"
     metric = "bleu"
     higher_is_better = True
+    data_kind = "translation data"
+    headlines = False           # whether this task reads article->headline data (prepare_gigaword.py's)
 
     def __init__(self, cfg):
         super().__init__(cfg)
@@ -48,10 +50,9 @@ class TranslationTask(Task):
     def prepare_data(self) -> Path:
         """The data directory. A folder without a finished preparation (no manifest) is generated
         as the synthetic task when ``synthetic_train_pairs`` > 0 (finished steps are reused); at the
-        small and full scale WMT'14 En-De is downloaded and prepared into it
-        (:func:`b2t_lib.data.prepare_wmt14_en_de` with the options of ``presets.DATA_PREPARATION``, as
-        ``data_scripts/prepare_wmt14_en_de.py`` does; restartable). Called by one process; the others wait."""
-        from ..data import prepare_synthetic_mt, prepare_wmt14_en_de
+        small and full scale the real data set is downloaded and prepared into it (:meth:`prepare_real`
+        with the options of ``presets.DATA_PREPARATION``, as the task's ``data_scripts/`` command does;
+        restartable); otherwise the user is told how to prepare it. Called by one process; the others wait."""
         from ..data.prepare import MANIFEST
         from ..presets import DATA_PREPARATION
 
@@ -59,28 +60,45 @@ class TranslationTask(Task):
         if (path / MANIFEST).is_file():
             return path
         if self.cfg.synthetic_train_pairs > 0:
-            return prepare_synthetic_mt(path, n_train=self.cfg.synthetic_train_pairs, seed=0)
+            return self.prepare_synthetic(path)
         options = DATA_PREPARATION.get((self.name, self.cfg.scale))
         if options is None:
-            raise FileNotFoundError(
-                f"no prepared translation data at {path}. Prepare WMT En-De with "
-                f"`python data_scripts/prepare_wmt14_en_de.py --out-dir {path}` (add --max-pairs N for the "
-                f"small scale), or pass --data to a prepared directory"
-            )
-        logger.info("no prepared data at %s: downloading and preparing WMT'14 En-De (%s scale: %s); "
-                    "the same as `python data_scripts/prepare_wmt14_en_de.py --out-dir %s%s`", path,
-                    self.cfg.scale, options or "all pairs", path,
-                    "".join(f" --{k.replace('_', '-')} {v}" for k, v in options.items()))
+            raise FileNotFoundError(f"no prepared {self.data_kind} at {path}. {self.how_to_prepare(path)}")
+        logger.info("no prepared data at %s: downloading and preparing the %s (%s scale: %s)", path,
+                    self.data_kind, self.cfg.scale, options or "the whole data set")
+        return self.prepare_real(path, **options)
+
+    def prepare_synthetic(self, path: Path) -> Path:
+        """Generate this task's synthetic data set (the tiny scale) into ``path``."""
+        from ..data import prepare_synthetic_mt
+
+        return prepare_synthetic_mt(path, n_train=self.cfg.synthetic_train_pairs, seed=0)
+
+    def prepare_real(self, path: Path, **options) -> Path:
+        """Download and prepare the real data set into ``path`` (WMT'14 En-De, as
+        ``data_scripts/prepare_wmt14_en_de.py --out-dir PATH`` with ``options`` as its flags)."""
+        from ..data import prepare_wmt14_en_de
+
         return prepare_wmt14_en_de(path, **options)
+
+    def how_to_prepare(self, path: Path) -> str:
+        """What to tell a user whose ``--data`` folder holds no prepared data set."""
+        return (f"Prepare WMT En-De with `python data_scripts/prepare_wmt14_en_de.py --out-dir {path}` (add "
+                f"--max-pairs N for the small scale), or pass --data to a prepared directory")
 
     def load_datasets(self) -> None:
         from ..data import load_translation_split
+        from ..data.summarization import ARTICLE, HEADLINE
 
         path = self.data_dir()
         self.train_data = load_translation_split(path, "train")
         self.valid_data = load_translation_split(path, "valid")
         if len(self.train_data.dictionary) != len(self.valid_data.dictionary):
             raise ValueError(f"train and valid dictionaries of {path} differ; re-run the data preparation")
+        pair = (self.train_data.src_lang, self.train_data.tgt_lang)
+        if (pair == (ARTICLE, HEADLINE)) != self.headlines:   # BLEU of headlines, ROUGE of German: refuse
+            raise ValueError(f"{path} holds {pair[0]}->{pair[1]} data, not the {self.data_kind} that --task "
+                             f"{self.name} reads. {self.how_to_prepare(path)}")
 
     @property
     def dictionary(self):
@@ -131,7 +149,8 @@ class TranslationTask(Task):
         return [hyps[i] for i in range(len(dataset))]
 
     def evaluate(self, model, device) -> dict:
-        """Case-sensitive detokenized SacreBLEU on every test set and their average (Table 1)."""
+        """Decode every test set (:meth:`translate`), score it (:meth:`score`), and lay the scores
+        out for the paper's table (:meth:`metrics`); one sample per test set is kept."""
         from ..data import load_translation_split, test_split_names
 
         path = self.data_dir()
@@ -142,7 +161,15 @@ class TranslationTask(Task):
             hyps = self.translate(model, dataset, device,
                                   lenpen_for(split, self.cfg.lenpen, self.cfg.lenpen_other))
             refs = dataset.references()
-            scores[split] = round(sacrebleu.corpus_bleu(hyps, [refs]).score, 2)
+            scores[split] = self.score(hyps, refs)
             samples[split] = {"source": dataset.source_text(0), "reference": refs[0], "hypothesis": hyps[0]}
+        return {**self.metrics(scores), "samples": samples}
+
+    def score(self, hypotheses: list[str], references: list[str]):
+        """Case-sensitive SacreBLEU of detokenized output against the raw references (Table 1)."""
+        return round(sacrebleu.corpus_bleu(hypotheses, [references]).score, 2)
+
+    def metrics(self, scores: dict) -> dict:
+        """Table 1's layout: BLEU per test set and their average."""
         average = round(sum(scores.values()) / len(scores), 2) if scores else float("nan")
-        return {"bleu": scores, "bleu_avg": average, "samples": samples}
+        return {"bleu": scores, "bleu_avg": average}

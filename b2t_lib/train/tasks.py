@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from . import mt_task  # noqa: F401  (registers "mt")
+from . import summarization_task  # noqa: F401  (registers "summarization")
 from .options import TrainConfig
 from .task import TASK_REGISTRY, Task
 
