@@ -195,3 +195,33 @@ def collect_mt_results(paths) -> dict[str, dict[str, list | str]]:
         section = f"{cfg.get('encoder_layers')}L-{cfg.get('decoder_layers')}L"
         ours.setdefault(section, {})[result.get("variant", cfg.get("variant"))] = mt_row_from_result(result)
     return ours
+
+
+def lm_row_from_result(result: dict) -> list | str:
+    """A Table-4 row (validation and test perplexity) from a language model's ``result.json``
+    record, or ``"failed"`` for a run that did not complete training."""
+    if result.get("status") in ("diverged", "stalled"):
+        return "failed"
+    metrics = result.get("metrics", {})
+    return [metrics.get("valid_ppl"), metrics.get("test_ppl")]
+
+
+def collect_results(paths) -> dict[str, dict[str, list | str]]:
+    """``{section: {variant: row}}`` from ``result.json`` files of any task with a table here:
+    language models give Table-4 rows in sections ``"6L"``, ``"16L"``; the others Table-1 rows
+    (:func:`collect_mt_results`). Missing files are skipped."""
+    ours: dict[str, dict[str, list | str]] = {}
+    for path in paths:
+        path = Path(path)
+        path = path / "result.json" if path.is_dir() else path
+        if not path.is_file():
+            continue
+        result = json.loads(path.read_text())
+        if result.get("task") != "lm":
+            for section, rows in collect_mt_results([path]).items():
+                ours.setdefault(section, {}).update(rows)
+            continue
+        cfg = result.get("config", {})
+        section = f"{cfg.get('decoder_layers')}L"
+        ours.setdefault(section, {})[result.get("variant", cfg.get("variant"))] = lm_row_from_result(result)
+    return ours

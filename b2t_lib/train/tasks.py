@@ -2,7 +2,7 @@
 imported here (one line) and becomes a ``--task`` of the trainer and the command line."""
 from __future__ import annotations
 
-from . import mt_task  # noqa: F401  (registers "mt")
+from . import lm_task, mt_task  # noqa: F401  (registers "lm", "mt")
 from .options import TrainConfig
 from .task import TASK_REGISTRY, Task
 
