@@ -206,6 +206,12 @@ EXPECTED_COST = {
     ("mt", "small", "18L-18L"): "about 5 GPU-hours on one H100-class GPU (bf16), estimated",
     ("mt", "full", "6L-6L"): "paper: 128 P100 x 5 h; about 40 H100 GPU-hours, estimated",
     ("mt", "full", "18L-18L"): "paper: 128 P100 x 13 h; about 110 H100 GPU-hours, estimated",
+    # LM: 3 x forward FLOPs per token (layers + causal attention over 1024 tokens + the adaptive softmax's
+    # head and the tails of ~15% of the tokens), at 20-30% of an H100's 989 TFLOPS bf16 peak.
+    ("lm", "small", "6L"): "about 0.5 GPU-hours on one H100-class GPU (bf16), estimated",
+    ("lm", "small", "16L"): "about 1-1.5 GPU-hours on one H100-class GPU (bf16), estimated",
+    ("lm", "full", "6L"): "paper: 128 P100 x 4 h; about 4-6 H100 GPU-hours, estimated",
+    ("lm", "full", "16L"): "paper: 192 P100 x 7 h; about 9-13 H100 GPU-hours, estimated",
 }
 
 
