@@ -109,18 +109,13 @@ class LanguageModelingTask(Task):
         return lm_batch(data, indices)
 
     def target_token_ids(self, split: str) -> np.ndarray:
-        """Every target id of ``split``: its whole token stream (each token is a target once)."""
+        """Every target id of ``split``: its whole token stream (each token is a target once). The
+        unigram baseline (:meth:`Task.unigram_baseline`) is read from the data's manifest, which
+        stores it from these streams at preparation."""
         from ..data.lm import split_files
         from ..data.indexed import RaggedArray
 
         return np.asarray(RaggedArray(*split_files(self.data_dir(), split)).data)
-
-    def unigram_baseline(self) -> float:
-        """Bits per validation token of the add-one unigram model of the training stream, as
-        computed when the data was prepared (the data manifest's ``unigram.valid``)."""
-        from ..data.lm_dataset import unigram_baseline
-
-        return float(unigram_baseline(self.data_dir(), "valid")["bits_per_token"])
 
     # ---------------------------------------------------------------- model and loss
     def build_model(self) -> nn.Module:
