@@ -85,7 +85,8 @@ def cmd_evaluate(argv: list[str]) -> int:
 
     parser = argparse.ArgumentParser(prog="python -m b2t_lib evaluate", allow_abbrev=False,
                                      description="Test a trained run: average its last N checkpoints and "
-                                                 "compute the task's metric (BLEU for MT, ROUGE for summarization).")
+                                                 "compute the task's metric (BLEU for MT, ROUGE for "
+                                                 "summarization, perplexity for the LM).")
     parser.add_argument("--save-dir", required=True, help="the run's directory")
     parser.add_argument("--checkpoint", help="evaluate this one checkpoint file instead (no averaging)")
     parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="device")
@@ -96,7 +97,9 @@ def cmd_evaluate(argv: list[str]) -> int:
     parser.add_argument("--lenpen-other", type=float, help="length penalty for the other newstest years")
     parser.add_argument("--max-len-a", type=float, help="max output length a*src_len+b: a")
     parser.add_argument("--max-len-b", type=int, help="max output length a*src_len+b: b")
-    parser.add_argument("--eval-batch-size", type=int, help="sentences per generation batch")
+    parser.add_argument("--eval-batch-size", type=int, help="sentences per generation batch (lm: blocks per batch)")
+    parser.add_argument("--context-window", type=int,
+                        help="lm: tokens of unscored context per evaluation block (default: the run's)")
     args = vars(parser.parse_args(argv))
     if args["checkpoint"] and args["average_last"]:
         parser.error("--checkpoint evaluates one file; --average-last averages numbered checkpoints; give one")
@@ -301,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
         usage = ("usage: python -m b2t_lib {train,evaluate,table,preset,trainability,runs,estimate} [options]\n"
                  "  train     train one model (options default from the task's scale preset)\n"
-                 "  evaluate  test a trained run (averaged checkpoints; BLEU, ROUGE)\n"
+                 "  evaluate  test a trained run (averaged checkpoints; BLEU, ROUGE, perplexity)\n"
                  "  table     print a paper table with our result.json files beside it\n"
                  "  preset    print a preset's options as JSON\n"
                  "  trainability  train variants x depths x learning rates; completed/stalled/diverged map as JSON\n"

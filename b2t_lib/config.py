@@ -72,7 +72,13 @@ def variant_names() -> list[str]:
 
 MODEL = "model"
 VARIANT_OPTIONS = "model: options of one variant"
+ADAPTIVE = "model: adaptive input and softmax (language model)"
 DATA = "model: set from the data"
+
+
+def _json_value(value):
+    """``value`` as it comes back from JSON: a tuple becomes a list."""
+    return list(value) if isinstance(value, tuple) else value
 
 
 @dataclass
@@ -115,6 +121,35 @@ class ModelConfig:
     realformer_running_mean: bool = option(
         False, group=VARIANT_OPTIONS, variants=("realformer",),
         help="RealFormer's running mean softmax(S_l / l) (methods_spec 2.4)")
+    decoder_final_norm: bool = option(
+        True, group=MODEL,
+        help="the final LayerNorm on the decoder output of variants that have one (Pre-LN); fairseq's "
+             "transformer_lm_wiki103 drops it (no_decoder_final_norm=True, methods_spec 1.4), so the LM "
+             "presets turn it off. Post-LN and B2T have no final LayerNorm either way")
+    # ---- adaptive input and adaptive softmax (b2t_lib.adaptive; methods_spec 3.4), language model only
+    adaptive_input: bool = option(
+        False, group=ADAPTIVE,
+        help="adaptive input representations (Baevski & Auli 2019): frequency bands of the vocabulary get "
+             "embeddings of d_model / factor^i dimensions, projected up to d_model")
+    adaptive_softmax: bool = option(
+        False, group=ADAPTIVE,
+        help="adaptive softmax output layer (Grave et al. 2017): a head over the frequent words plus one "
+             "cluster per rarer band; the loss never builds full-vocabulary logits (no label smoothing)")
+    adaptive_cutoff: tuple[int, ...] = option(
+        (20000, 60000), group=ADAPTIVE,
+        help="band boundaries in the frequency-sorted vocabulary, for adaptive input and softmax alike "
+             "(WikiText-103: 20000,60000); each must be below the vocabulary size")
+    adaptive_factor: float = option(
+        4.0, group=ADAPTIVE, help="band i of adaptive input and softmax has d_model / factor^i dimensions")
+    adaptive_softmax_dropout: float = option(
+        0.0, group=ADAPTIVE, help="dropout on the adaptive softmax's input and inside each tail (WikiText-103: 0.2)")
+    tie_adaptive_weights: bool = option(
+        False, group=ADAPTIVE,
+        help="the adaptive softmax scores words with the adaptive input's band embeddings (one matrix per band)")
+    tie_adaptive_proj: bool = option(
+        False, group=ADAPTIVE,
+        help="the adaptive softmax's tail projections are the transposes of the adaptive input's "
+             "(needs --tie-adaptive-weights)")
 
     def __post_init__(self) -> None:
         for f in fields(self):  # a tuple option read back from JSON arrives as a list
@@ -145,11 +180,41 @@ class ModelConfig:
             raise ConfigError(f"vocab_size={self.vocab_size} is too small to hold the special tokens")
         if self.init_scale <= 0:
             raise ConfigError(f"init_scale must be positive, got {self.init_scale}")
+        self._validate_adaptive()
         for f in fields(self):  # an option of one variant, set for another, would silently do nothing
             owners = f.metadata.get("variants")
             if owners and self.variant not in owners and getattr(self, f.name) != f.default:
                 raise ConfigError(f"{f.name} ({flag(f.name)}) applies to variant {' or '.join(owners)} only, "
                                   f"not variant {self.variant!r}; drop it or change the variant")
+
+    def _validate_adaptive(self) -> None:
+        """Adaptive input/softmax: language model only, well-formed bands, and tying that is defined."""
+        check_dropout("adaptive_softmax_dropout", self.adaptive_softmax_dropout)
+        if not (self.adaptive_input or self.adaptive_softmax):
+            if self.tie_adaptive_weights or self.tie_adaptive_proj:
+                raise ConfigError("--tie-adaptive-weights/--tie-adaptive-proj tie the adaptive softmax to the "
+                                  "adaptive input: add --adaptive-input --adaptive-softmax, or drop them")
+            return
+        if self.encoder_layers > 0:
+            raise ConfigError(f"adaptive input and softmax are built for the language model only "
+                              f"(encoder_layers=0), not an encoder-decoder with encoder_layers={self.encoder_layers}")
+        cutoff = list(self.adaptive_cutoff)
+        if not cutoff or cutoff[0] <= 0 or any(b <= a for a, b in zip(cutoff, cutoff[1:])):
+            raise ConfigError(f"adaptive_cutoff {cutoff} must be positive and strictly increasing, e.g. "
+                              f"20000,60000 (WikiText-103) or 200,1000 (the synthetic corpus)")
+        dims = [self.d_model / self.adaptive_factor**i for i in range(len(cutoff) + 1)]
+        if self.adaptive_factor < 1 or dims[-1] < 1:
+            raise ConfigError(f"adaptive_factor {self.adaptive_factor} with {len(cutoff) + 1} bands gives band "
+                              f"dimensions below 1 for d_model={self.d_model}; use a smaller factor or fewer cutoffs")
+        if self.tie_adaptive_weights and not (self.adaptive_input and self.adaptive_softmax):
+            raise ConfigError("--tie-adaptive-weights needs both --adaptive-input and --adaptive-softmax")
+        if self.tie_adaptive_proj and not self.tie_adaptive_weights:
+            raise ConfigError("--tie-adaptive-proj ties projections of tied bands: add --tie-adaptive-weights")
+        if self.share_decoder_io:  # one matrix for the input and a full output projection: not defined here
+            raise ConfigError(
+                "--share-decoder-io shares one embedding matrix with a full output projection, which an adaptive "
+                "input does not have and an adaptive softmax does not use; pass --no-share-decoder-io (with "
+                "--adaptive-input --adaptive-softmax, --tie-adaptive-weights does the tying)")
 
     # ------------------------------------------------------------------ the fields as data
     @classmethod
@@ -163,11 +228,12 @@ class ModelConfig:
         return [f.name for f in fields(cls) if f.metadata.get("from_data")]
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """Every field, as JSON stores it (tuples as lists), so a config equals its stored copy."""
+        return {name: _json_value(value) for name, value in asdict(self).items()}
 
     def settable_dict(self) -> dict:
-        """The settable fields only: what a user chose (see :meth:`settable_fields`)."""
-        return {f.name: getattr(self, f.name) for f in self.settable_fields()}
+        """The settable fields only: what a user chose (see :meth:`settable_fields`), as JSON stores them."""
+        return {f.name: _json_value(getattr(self, f.name)) for f in self.settable_fields()}
 
     @classmethod
     def from_dict(cls, values: dict) -> "ModelConfig":

@@ -297,6 +297,9 @@ def config_from_fairseq_args(args, vocab_size: int, decoder_only: bool = False) 
         activation_dropout=get("activation_dropout", get("relu_dropout", 0.0)),
         word_dropout=_word_dropout(get, decoder_only),  # methods_spec 1.7
         max_positions=get("max_target_positions", 1024) or 1024,
+        # fairseq builds the decoder's final LayerNorm only with normalize-before and without this flag
+        # (transformer_lm_wiki103 sets it, methods_spec 1.4)
+        decoder_final_norm=not bool(get("no_decoder_final_norm", False)),
         # The official code rescales B2T weights at construction; the stored weights already carry it.
         b2t_rescale_init=False,
         **_sizes(args, decoder_only),

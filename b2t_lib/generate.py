@@ -254,3 +254,31 @@ def beam_search(model, src_tokens: torch.Tensor, beam_size: int = 4, len_penalty
                                      min_len, unk_penalty)
     empty = torch.zeros(0, dtype=torch.long, device=src_tokens.device)
     return [hypotheses[0].tokens if hypotheses else empty for hypotheses in results]
+
+
+@torch.no_grad()
+def lm_greedy_continuation(model, prefix: torch.Tensor, max_new_tokens: int) -> torch.Tensor:
+    """A language model's greedy continuation: ``max_new_tokens`` times the most probable next token.
+
+    ``prefix`` (batch, prefix_len) holds unpadded token ids (start it with EOS, the line end before a
+    text, as training blocks do); returns (batch, max_new_tokens). EOS is an ordinary token here (a
+    line end) and does not stop generation; ``<pad>`` is never generated. Each step runs the newest
+    position only, through the incremental cache (the prefix too is fed one token at a time).
+    """
+    if prefix.dim() != 2 or prefix.shape[1] < 1:
+        raise ValueError(f"prefix must be (batch, prefix_len >= 1) token ids, got shape {tuple(prefix.shape)}")
+    model.eval()
+    pad = model.cfg.pad_idx
+    cache: dict = {}
+    tokens = prefix[:, :1]
+    for t in range(1, prefix.shape[1]):  # fill the cache with the prefix
+        model(tokens, cache=cache)
+        tokens = prefix[:, : t + 1]
+    generated = []
+    for _ in range(max_new_tokens):
+        log_probs = model(tokens, cache=cache)[:, -1].float()  # (batch, vocab); log-probs or logits
+        log_probs[:, pad] = NEG_INF
+        next_tokens = log_probs.argmax(dim=-1)  # (batch,)
+        generated.append(next_tokens)
+        tokens = torch.cat([tokens, next_tokens[:, None]], dim=1)
+    return torch.stack(generated, dim=1) if generated else prefix.new_zeros(prefix.shape[0], 0)

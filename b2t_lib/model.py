@@ -2,8 +2,11 @@ r"""Stacks and whole models: :class:`Encoder`, :class:`Decoder`, :class:`Encoder
 
 A stack embeds its input (:mod:`b2t_lib.embedding`), applies dropout, runs its layers (the
 variant may change how: :meth:`~b2t_lib.variants.Variant.run_stack`), and, for Pre-LN only, a
-final LayerNorm (methods_spec 1.4: Post-LN and B2T have none). The decoder ends in the output projection
-:math:`\mathrm{logits} = h E^\top` when embeddings are shared.
+final LayerNorm (methods_spec 1.4: Post-LN and B2T have none; ``decoder_final_norm=False`` drops the
+decoder's, as fairseq's ``transformer_lm_wiki103`` does). The decoder ends in the output projection
+:math:`\mathrm{logits} = h E^\top` when embeddings are shared, or, in a language model with
+``adaptive_softmax``, in :class:`~b2t_lib.adaptive.AdaptiveSoftmax` (normalized log-probabilities
+in place of logits; the input is then :class:`~b2t_lib.adaptive.AdaptiveInput` with ``adaptive_input``).
 
 Module and parameter names follow fairseq (``encoder.layers.{i}....``, ``encoder.layer_norm``,
 ``decoder.embed_tokens``, ...), so :mod:`b2t_lib.fairseq_compat` can load fairseq checkpoints.
@@ -16,6 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .adaptive import AdaptiveInput, AdaptiveSoftmax
 from .config import ConfigError, ModelConfig
 from .embedding import TokenInput, build_token_embedding
 from .layers import DecoderLayer, EncoderLayer
@@ -84,9 +88,15 @@ class Decoder(nn.Module):
                          stack=self.stack)
             for _ in range(cfg.decoder_layers)
         )
-        self.layer_norm = nn.LayerNorm(cfg.d_model) if self.variant.final_norm else None
-        self.output_projection = None
-        if not share_input_output:
+        final_norm = self.variant.final_norm and cfg.decoder_final_norm  # transformer_lm_wiki103: none
+        self.layer_norm = nn.LayerNorm(cfg.d_model) if final_norm else None
+        self.output_projection = self.adaptive_softmax = None
+        if cfg.adaptive_softmax:  # the one place the adaptive softmax is built (ModelConfig checked the options)
+            self.adaptive_softmax = AdaptiveSoftmax(
+                cfg.vocab_size, cfg.d_model, cfg.adaptive_cutoff, dropout=cfg.adaptive_softmax_dropout,
+                factor=cfg.adaptive_factor, adaptive_input=embed_tokens if cfg.tie_adaptive_weights else None,
+                tie_proj=cfg.tie_adaptive_proj, pad_idx=cfg.pad_idx)
+        elif not share_input_output:
             self.output_projection = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
             nn.init.normal_(self.output_projection.weight, mean=0.0, std=cfg.d_model**-0.5)
 
@@ -118,6 +128,10 @@ class Decoder(nn.Module):
         return x
 
     def output_layer(self, features: torch.Tensor) -> torch.Tensor:
+        """Logits (batch, tgt_time, vocab); with an adaptive softmax, normalized fp32 log-probabilities,
+        which stand in for logits anywhere (``log_softmax`` leaves them unchanged)."""
+        if self.adaptive_softmax is not None:
+            return self.adaptive_softmax(features)  # (batch, tgt_time, vocab) log p
         weight = self.embed_tokens.weight if self.output_projection is None else self.output_projection.weight
         return F.linear(features, weight)  # (batch, tgt_time, vocab)
 
@@ -193,7 +207,16 @@ class EncoderDecoder(_Model):
 
 
 class LanguageModel(_Model):
-    """Decoder-only Transformer (no cross-attention). ``forward(tokens) -> logits (batch, time, vocab)``."""
+    r"""Decoder-only Transformer: every layer is causal self-attention + FFN, no cross-attention.
+
+    The variant wires each layer as in the decoder with the cross-attention line removed; B2T is
+    :math:`y = \mathrm{LN}(x_{inp} + x_{ffn} + \mathrm{FFN}(x_{ffn}))` with
+    :math:`x_{ffn} = \mathrm{LN}(\mathrm{SelfAttn}(x_{inp}) + x_{inp})` (Eq. 5-7, methods_spec 1.3).
+
+    ``forward(tokens) -> logits (batch, time, vocab)`` (log-probabilities with an adaptive softmax);
+    ``forward(tokens, features_only=True)`` returns the last hidden states (batch, time, d_model), from
+    which :meth:`target_log_prob` scores the targets without building full-vocabulary logits.
+    """
 
     input_keys = ("prev_output_tokens",)  # the input sequence; the batch's "target" is it shifted by one
 
@@ -201,13 +224,28 @@ class LanguageModel(_Model):
         super().__init__()
         cfg.validate()
         self.cfg, self.variant = cfg, get_variant(cfg.variant)
-        embed = build_token_embedding(cfg.vocab_size, cfg.d_model, cfg.pad_idx)
+        if cfg.adaptive_input:  # the one place the adaptive input is built
+            embed = AdaptiveInput(cfg.vocab_size, cfg.d_model, cfg.adaptive_cutoff, cfg.adaptive_factor, cfg.pad_idx)
+        else:
+            embed = build_token_embedding(cfg.vocab_size, cfg.d_model, cfg.pad_idx)
         self.decoder = Decoder(cfg, embed, cross_attention=False, share_input_output=cfg.share_decoder_io)
         self._finish_init()
 
-    def forward(self, tokens: torch.Tensor, cache: dict | None = None) -> torch.Tensor:
+    def forward(self, tokens: torch.Tensor, cache: dict | None = None, features_only: bool = False) -> torch.Tensor:
         self.check_tokens(tokens, "tokens")
-        return self.decoder(tokens, cache=cache)
+        features = self.decoder.extract_features(tokens, cache=cache)  # (batch, time, d_model)
+        return features if features_only else self.decoder.output_layer(features)
+
+    def target_log_prob(self, features: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        r""":math:`\log p(y_t \mid y_{<t})` (fp32) for hidden states (..., d_model) and targets (...).
+
+        The adaptive softmax computes only the head and each target's own band; a full softmax
+        takes the target's entry of the float32 ``log_softmax`` of the logits.
+        """
+        if self.decoder.adaptive_softmax is not None:
+            return self.decoder.adaptive_softmax.target_log_prob(features, target)
+        log_probs = F.log_softmax(self.decoder.output_layer(features).float(), dim=-1)  # (..., vocab)
+        return log_probs.gather(-1, target.clamp_min(0).unsqueeze(-1)).squeeze(-1)
 
 
 def model_stacks(model: nn.Module) -> dict[str, nn.Module]:
@@ -244,8 +282,16 @@ def forward_batch(model: nn.Module, batch: dict) -> torch.Tensor:
 
 def scale_initial_weights(model: nn.Module, factor: float) -> None:
     """Appendix C: multiply the initial weight matrices of every linear layer (not embeddings, not
-    LayerNorms, not biases) by ``factor`` (0.1 for the 100L-100L recipe)."""
+    LayerNorms, not biases) by ``factor`` (0.1 for the 100L-100L recipe).
+
+    The embeddings and the output layer keep their initialization: a separate output projection,
+    and in a language model the adaptive input (band embeddings and their projections) and the
+    adaptive softmax (head, cluster and tail matrices), which are its embedding and output layer.
+    """
+    decoder = model.decoder
+    kept = {id(m) for part in (decoder.output_projection, decoder.adaptive_softmax, decoder.embed_tokens)
+            if part is not None for m in part.modules()}
     with torch.no_grad():
         for module in model.modules():
-            if isinstance(module, nn.Linear) and module is not getattr(model.decoder, "output_projection", None):
+            if isinstance(module, nn.Linear) and id(module) not in kept:
                 module.weight.mul_(factor)

@@ -41,7 +41,9 @@ def test_help_runs_as_a_module():
     (["train", "--update-freq", "2", "--tokens-per-update", "1000"], "give only one"),
     (["train", "--lr-scheduler", "inverse_sqrt_nowarmup", "--decay-period", "10", "--warmup-updates", "5"],
      "--warmup-updates has no effect"),
-    (["train", "--task", "lm"], "--task lm has presets but no implementation yet"),
+    (["train", "--task", "lm", "--label-smoothing", "0.1"], "the adaptive softmax loss has no label smoothing"),
+    (["train", "--task", "lm", "--adaptive-cutoff", "9,x"], "expected comma-separated ints"),
+    (["train", "--task", "lm", "--encoder-layers", "2"], "language model only"),
     (["evaluate"], "--save-dir"),
 ])
 def test_bad_command_lines_exit_2_naming_the_problem(argv, message, capsys, tmp_path, monkeypatch):
@@ -71,6 +73,29 @@ def test_train_evaluate_and_table_from_the_command_line(data_dir, tmp_path, caps
     assert "B2T connection (ours)" in capsys.readouterr().out
     assert main(["preset", "--task", "asr", "--scale", "full"]) == 0
     assert json.loads(capsys.readouterr().out)["max_update"] == 150000
+
+
+@pytest.mark.slow
+def test_language_model_train_evaluate_and_table_4_from_the_command_line(tmp_path, capsys):
+    from b2t_lib.data.synthetic_lm import prepare_synthetic_lm
+
+    data = prepare_synthetic_lm(tmp_path / "lm", train_tokens=20_000, valid_tokens=1_000, test_tokens=1_000)
+    capsys.readouterr()
+    run = tmp_path / "lm_b2t"
+    assert main(["train", "--task", "lm", "--data", str(data), "--save-dir", str(run), "--d-model", "32",
+                 "--n-heads", "2", "--d-ff", "64", "--decoder-layers", "2", "--max-tokens", "128",
+                 "--tokens-per-sample", "64", "--context-window", "32", "--adaptive-cutoff", "100,400",
+                 "--max-update", "4", "--warmup-updates", "2", "--no-progress-bar", "--device", "cpu"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["status"] == "completed" and printed["metrics"]["context_window"] == 32
+    assert printed["metrics"]["valid_ppl"] > 1 and printed["metrics"]["test_ppl"] > 1
+    assert main(["evaluate", "--save-dir", str(run), "--context-window", "0"]) == 0
+    evaluated = json.loads(capsys.readouterr().out)
+    assert evaluated["context_window"] == 0 and evaluated["eval_options"]["context_window"] == 0
+    assert main(["table", "--table", "4", str(run)]) == 0
+    table = capsys.readouterr().out
+    assert "Dec: 2L" in table and "B2T connection (ours)" in table
+    assert f"{evaluated['valid_ppl']:.2f}" in table                     # evaluate updated result.json
 
 
 @pytest.mark.slow

@@ -80,6 +80,28 @@ def decoder_by_hand(layer, variant, x, memory, memory_mask):
     raise AssertionError(variant)
 
 
+def lm_layer_by_hand(layer, variant, x):
+    """A decoder-only layer: the decoder's equations with the cross-attention line removed
+    (methods_spec 1.3); for B2T, Eq. 5-7 with x_ffn = LN(SelfAttn(x) + x)."""
+    sa = lambda h: attention_by_hand(layer.self_attn, h, h, causal=True)  # noqa: E731
+    ffn = lambda h: ffn_by_hand(layer, h)  # noqa: E731
+    ln1, ln3 = layer.self_attn_layer_norm, layer.final_layer_norm
+    if variant == "post_ln":
+        h1 = ln1(x + sa(x))
+        return ln3(h1 + ffn(h1))
+    if variant == "pre_ln":
+        h1 = x + sa(ln1(x))
+        return h1 + ffn(ln3(h1))
+    if variant == "b2t":  # Eq. 6: x_ffn = LN(SelfAttn(x_inp) + x_inp); Eq. 5: LN(x_inp + x_ffn + FFN(x_ffn))
+        x_ffn = ln1(sa(x) + x)
+        return ln3(x + x_ffn + ffn(x_ffn))
+    if variant == "b2t_no_ln":  # Eq. 9-11 without cross-attention
+        a1 = x + sa(x)
+        alpha, beta = min(NUM_LAYERS / 12, NUM_LAYERS**-0.15), D_MODEL**-0.2
+        return alpha * x + beta * (a1 + ffn(a1))
+    raise AssertionError(variant)
+
+
 VARIANTS = ["post_ln", "pre_ln", "b2t", "b2t_no_ln"]
 
 
@@ -102,6 +124,21 @@ def test_decoder_layer_matches_equation(variant):
     memory_mask[0, 4:] = True
     expected = decoder_by_hand(layer, variant, x, memory, memory_mask)
     torch.testing.assert_close(layer(x, memory, memory_mask), expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_language_model_layer_matches_equation(variant):
+    """The decoder-only layer of a language model (no cross-attention) against its equation."""
+    seed_everything(5)
+    layer = DecoderLayer(D_MODEL, N_HEADS, D_FF, variant, NUM_LAYERS, dropout=0.3, cross_attention=False).eval()
+    with torch.no_grad():  # LayerNorms start as identities; make each one distinct, so a mix-up shows
+        for module in layer.modules():
+            if isinstance(module, torch.nn.LayerNorm):
+                module.weight.uniform_(0.5, 1.5)
+                module.bias.uniform_(-0.5, 0.5)
+    assert not hasattr(layer, "encoder_attn")
+    x = torch.randn(2, 6, D_MODEL)
+    torch.testing.assert_close(layer(x), lm_layer_by_hand(layer, variant, x), rtol=1e-5, atol=1e-5)
 
 
 def test_layer_norms_exist_only_where_the_variant_has_them():

@@ -284,3 +284,21 @@ def test_a_language_model_checkpoint_reads_the_decoder_sizes(tmp_path):
         torch.testing.assert_close(loaded.eval()(tokens), source(tokens))
     with pytest.raises(CheckpointMismatch, match="--normalize-before: checkpoint True"):
         load_fairseq_checkpoint(path, model=LanguageModel(ModelConfig(**{**cfg.to_dict(), "variant": "post_ln"})))
+
+
+def test_a_pre_ln_language_model_without_final_norm_loads_as_transformer_lm_wiki103_builds_it(tmp_path):
+    seed_everything(6)
+    cfg = ModelConfig(vocab_size=30, d_model=16, n_heads=2, d_ff=48, encoder_layers=0, decoder_layers=2,
+                      variant="pre_ln", dropout=0.0, decoder_final_norm=False)
+    source = LanguageModel(cfg).eval()
+    assert source.decoder.layer_norm is None
+    args = Namespace(arch="transformer_lm", decoder_embed_dim=16, decoder_ffn_embed_dim=48, decoder_layers=2,
+                     decoder_attention_heads=2, decoder_normalize_before=True, no_decoder_final_norm=True,
+                     share_decoder_input_output_embed=True, dropout=0.0)
+    path = tmp_path / "lm.pt"
+    torch.save({"args": args, "model": to_fairseq_state_dict(source)}, path)
+    loaded = load_fairseq_checkpoint(path)
+    assert loaded.cfg.decoder_final_norm is False and loaded.decoder.layer_norm is None
+    tokens = torch.randint(4, 30, (1, 5))
+    with torch.no_grad():
+        torch.testing.assert_close(loaded.eval()(tokens), source(tokens))

@@ -22,6 +22,7 @@ decoder token embedding (when not shared)           :math:`(9M)^{-1/4}`
 The :math:`\sqrt 2` undoes fairseq's :math:`1/\sqrt 2` Xavier gain on ``v_proj``. ``q_proj``,
 ``k_proj``, biases and a separate output projection are left alone. With shared embeddings the one
 matrix is scaled once, by the encoder's factor. A language model's decoder uses the decoder rows.
+An adaptive input (several band matrices and projections) has no T-Fixup scaling: it is refused.
 
 Schedule: T-Fixup trains without warmup, :math:`\eta_t = \eta\sqrt{P/(P+t)}`; the trainer's recipe
 ``--recipe tfixup`` sets ``--lr-scheduler inverse_sqrt_nowarmup`` (and T-Fixup's lr 5e-4,
@@ -34,6 +35,7 @@ import math
 import torch
 from torch import nn
 
+from ..config import ConfigError
 from ..model import model_stacks
 from ..variants import Variant, register, residual_sublayers
 from .common import attention_modules, xavier_ffn_init
@@ -79,6 +81,13 @@ class TFixup(Variant):
         with torch.no_grad():
             for stack in model_stacks(model).values():
                 embedding = stack.embed_tokens
+                if not isinstance(embedding, nn.Embedding):
+                    # T-Fixup scales one embedding matrix; an adaptive input has one per band and
+                    # projections between them, for which Huang et al. define no scaling.
+                    raise ConfigError(
+                        f"T-Fixup's initialization scales the token embedding matrix by (9N)^(-1/4); it is not "
+                        f"defined for a {type(embedding).__name__} (band embeddings and projections). Use "
+                        f"--no-adaptive-input with --variant tfixup")
                 if id(embedding) in scaled:
                     continue  # shared with the encoder: scaled once, by the encoder's factor
                 embedding.weight.mul_(tfixup_embedding_factor(stack.stack.num_layers))

@@ -1,6 +1,6 @@
 """Evaluate a trained run: rebuild its model from a checkpoint, average the last N checkpoints as
 the paper decodes (methods_spec 1.8), and compute the task's test metrics (BLEU for MT, ROUGE for
-summarization).
+summarization, perplexity for the language model).
 
 ``python -m b2t_lib evaluate --save-dir DIR`` calls :func:`evaluate_run`.
 """
@@ -18,7 +18,7 @@ from .options import TrainConfig
 from .tasks import build_task
 
 EVAL_OPTIONS = ("beam", "lenpen", "lenpen_other", "max_len_a", "max_len_b", "eval_batch_size",
-                "average_last", "data")
+                "average_last", "data", "context_window")
 
 
 def evaluate_run(save_dir: str | Path, checkpoint: str | Path | None = None, device: str = "auto",

@@ -48,8 +48,12 @@ class TrainConfig:
                         choices=SCALES)
     data: str = option(group=TASK, help="data directory (binarized by data_scripts/, or generated for the "
                        "synthetic tiny task when missing)")
-    synthetic_train_pairs: int = option(0, group=TASK, help="training pairs of the synthetic task when "
-                                        "--data must be generated (tiny scale; 0 = never generate)")
+    synthetic_train_pairs: int = option(0, group=TASK, help="training pairs (lm: training tokens) of the "
+                                        "synthetic task when --data must be generated (tiny scale; 0 = never "
+                                        "generate)")
+    tokens_per_sample: int = option(1024, group=TASK, help="lm: tokens per block; training cuts the token "
+                                    "stream into contiguous blocks of this length (fairseq --tokens-per-sample, "
+                                    "--sample-break-mode none), evaluation uses blocks of the same length")
     save_dir: str = option("checkpoints", group=TASK,
                            help="where checkpoints, log.jsonl and result.json are written")
     recipe: str = option("", group=TASK, choices=recipe_names,
@@ -110,6 +114,9 @@ class TrainConfig:
     eval_batch_size: int = option(group=EVAL, help="sentences per generation batch")
     average_last: int = option(group=EVAL, help="average the last N checkpoints before testing (1 = none)")
     eval_at_end: bool = option(True, group=EVAL, help="evaluate the test sets when training ends")
+    context_window: int = option(0, group=EVAL, help="lm: perplexity with this many earlier tokens of context "
+                                 "in each evaluation block, not scored (fairseq eval_lm --context-window; each "
+                                 "block scores tokens_per_sample - context_window new tokens)")
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -199,6 +206,11 @@ class TrainConfig:
             bad(f"--stall-deadline must be 0 (no stall rule) or an update number, got {self.stall_deadline}")
         if self.clip_norm < 0:
             bad(f"--clip-norm must be 0 (off) or positive, got {self.clip_norm}")
+        if self.tokens_per_sample < 1:
+            bad(f"--tokens-per-sample must be at least 1, got {self.tokens_per_sample}")
+        if not 0 <= self.context_window < self.tokens_per_sample:
+            bad(f"--context-window must lie in [0, --tokens-per-sample={self.tokens_per_sample}), got "
+                f"{self.context_window}: each evaluation block must score at least one new token")
         # Contradictions between options the user gave explicitly.
         if {"update_freq", "tokens_per_update"} <= explicit and self.tokens_per_update > 0:
             bad("--update-freq and --tokens-per-update both set the accumulation; give only one "
@@ -224,7 +236,7 @@ RESUMABLE_CHANGES = frozenset({
     "max_update", "save_dir", "resume", "progress_bar", "log_interval", "keep_last", "threads",
     "eval_at_end", "eval_batch_size", "beam", "lenpen", "lenpen_other", "max_len_a", "max_len_b",
     "average_last", "compile", "data", "synthetic_train_pairs", "valid_interval", "save_interval",
-    "scale", "recipe", "device", "save_interval_epochs",
+    "scale", "recipe", "device", "save_interval_epochs", "context_window",
     "stall_margin", "stall_deadline",   # when to stop a run on the plateau, not how it trains
 })
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import mt_task  # noqa: F401  (registers "mt")
-from . import summarization_task  # noqa: F401  (registers "summarization")
+from . import lm_task, mt_task, summarization_task  # noqa: F401  (registers "lm", "mt", "summarization")
 from .options import TrainConfig
 from .task import TASK_REGISTRY, Task
 
