@@ -163,13 +163,13 @@ def cmd_evaluate(argv: list[str]) -> int:
 
     parser = argparse.ArgumentParser(prog="python -m b2t_lib evaluate", allow_abbrev=False,
                                      description="Test a trained run: average its last N checkpoints "
-                                                 "and compute the task's metric (BLEU for MT).")
+                                                 "and compute the task's metric (BLEU for MT, WER for ASR).")
     parser.add_argument("--save-dir", required=True, help="the run's directory")
     parser.add_argument("--checkpoint", help="evaluate this one checkpoint file instead (no averaging)")
     parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="device")
     parser.add_argument("--data", help="data directory (default: the one the run was trained on)")
     parser.add_argument("--average-last", type=int, help="average the last N checkpoints (default: the run's)")
-    parser.add_argument("--beam", type=int, help="beam size (default: the run's, 4)")
+    parser.add_argument("--beam", type=int, help="beam size (default: the run's; 4 for MT, 5 for ASR)")
     parser.add_argument("--lenpen", type=float, help="length penalty for newstest2014 / single test sets")
     parser.add_argument("--lenpen-other", type=float, help="length penalty for the other newstest years")
     parser.add_argument("--max-len-a", type=float, help="max output length a*src_len+b: a")
@@ -188,16 +188,16 @@ def cmd_evaluate(argv: list[str]) -> int:
 
 
 def cmd_table(argv: list[str]) -> int:
-    from .paper_tables import collect_mt_results, render_table
+    from .paper_tables import collect_results, render_table
 
     parser = argparse.ArgumentParser(prog="python -m b2t_lib table", allow_abbrev=False,
                                      description="Print a paper table with our results beside it.")
-    parser.add_argument("--table", type=int, default=1, help="paper table number (MT: 1, 2, 8)")
+    parser.add_argument("--table", type=int, default=1, help="paper table number (MT: 1, 2, 8; ASR: 5)")
     parser.add_argument("results", nargs="*", help="run directories or result.json files (globs allowed)")
     args = parser.parse_args(argv)
     paths = [p for pattern in args.results for p in (glob.glob(pattern) or [pattern])]
     try:
-        print(render_table(args.table, collect_mt_results(paths)))
+        print(render_table(args.table, collect_results(paths)))
     except KeyError as err:
         parser.error(str(err))
     return 0
@@ -308,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
         usage = ("usage: python -m b2t_lib {train,evaluate,table,preset,trainability} [options]\n"
                  "  train     train one model (options default from the task's scale preset)\n"
-                 "  evaluate  test a trained run (averaged checkpoints, BLEU)\n"
+                 "  evaluate  test a trained run (averaged checkpoints, BLEU / WER)\n"
                  "  table     print a paper table with our result.json files beside it\n"
                  "  preset    print a preset's options as JSON\n"
                  "  trainability  train variants x depths x learning rates; converged/diverged map as JSON\n"

@@ -182,6 +182,43 @@ def mt_row_from_result(result: dict) -> list | str:
     return row
 
 
+# Table 5's columns, as the ASR task names its evaluated splits (metrics["wer"][split], percent).
+TABLE5_SPLITS = ("dev_clean", "dev_other", "test_clean", "test_other")
+FAILED_STATUSES = ("diverged", "stalled")   # "Training failed" in every table
+
+
+def wer_row_from_result(result: dict) -> list | str:
+    """A Table-5 row (WER on dev clean/other, test clean/other) from an ASR ``result.json`` record, or
+    ``"failed"`` for a run that diverged or stalled. A split the run did not evaluate stays empty
+    (the synthetic corpus has ``test_clean`` and ``test_other`` but no ``dev_*`` splits)."""
+    if result.get("status") in FAILED_STATUSES:
+        return "failed"
+    wer = result.get("metrics", {}).get("wer", {})
+    return [wer.get(split) for split in TABLE5_SPLITS]
+
+
+ROW_FROM_RESULT = {"mt": mt_row_from_result, "asr": wer_row_from_result}
+
+
+def collect_results(paths) -> dict[str, dict[str, list | str]]:
+    """``{section: {variant: row}}`` from ``result.json`` files of any task with a row function in
+    :data:`ROW_FROM_RESULT` (missing files are skipped); sections are ``"<enc>L-<dec>L"``."""
+    ours: dict[str, dict[str, list | str]] = {}
+    for path in paths:
+        path = Path(path)
+        path = path / "result.json" if path.is_dir() else path
+        if not path.is_file():
+            continue
+        result = json.loads(path.read_text())
+        cfg = result.get("config", {})
+        row_from_result = ROW_FROM_RESULT.get(result.get("task", cfg.get("task", "mt")))
+        if row_from_result is None:
+            raise KeyError(f"{path}: no table row for task {result.get('task')!r}; known: {sorted(ROW_FROM_RESULT)}")
+        section = f"{cfg.get('encoder_layers')}L-{cfg.get('decoder_layers')}L"
+        ours.setdefault(section, {})[result.get("variant", cfg.get("variant"))] = row_from_result(result)
+    return ours
+
+
 def collect_mt_results(paths) -> dict[str, dict[str, list | str]]:
     """``{section: {variant: row}}`` from ``result.json`` files (missing files are skipped)."""
     ours: dict[str, dict[str, list | str]] = {}

@@ -79,7 +79,7 @@ class TFixup(Variant):
         with torch.no_grad():
             for stack in model_stacks(model).values():
                 embedding = stack.embed_tokens
-                if id(embedding) in scaled:
-                    continue  # shared with the encoder: scaled once, by the encoder's factor
+                if embedding is None or id(embedding) in scaled:
+                    continue  # a speech encoder has none; shared with the encoder: scaled once, by its factor
                 embedding.weight.mul_(tfixup_embedding_factor(stack.stack.num_layers))
                 scaled.add(id(embedding))

@@ -199,6 +199,9 @@ class TrainConfig:
         if self.lr_scheduler == "inverse_sqrt" and "decay_period" in explicit:
             bad("--decay-period belongs to --lr-scheduler inverse_sqrt_nowarmup; drop it or "
                 "switch the scheduler")
+        if (self.task == "asr") != (self.model.encoder_input == "speech"):
+            bad(f"--task {self.task} needs --encoder-input {'speech' if self.task == 'asr' else 'tokens'} "
+                f"(got {self.model.encoder_input!r}): only speech recognition reads audio features")
         if self.device == "cpu" and self.amp in ("bf16", "fp16"):
             bad(f"--amp {self.amp} needs --device cuda; on CPU training runs in fp32 (--amp fp32)")
 

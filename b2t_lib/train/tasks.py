@@ -2,6 +2,7 @@
 imported here (one line) and becomes a ``--task`` of the trainer and the command line."""
 from __future__ import annotations
 
+from . import asr_task  # noqa: F401  (registers "asr")
 from . import mt_task  # noqa: F401  (registers "mt")
 from .options import TrainConfig
 from .task import TASK_REGISTRY, Task
