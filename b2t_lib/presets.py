@@ -199,6 +199,15 @@ EXPECTED_COST = {
     ("mt", "small", "18L-18L"): "about 5 GPU-hours on one H100-class GPU (bf16), estimated",
     ("mt", "full", "6L-6L"): "paper: 128 P100 x 5 h; about 40 H100 GPU-hours, estimated",
     ("mt", "full", "18L-18L"): "paper: 128 P100 x 13 h; about 110 H100 GPU-hours, estimated",
+    # ASR from the FLOP count: ~46 (6L-6L) / ~77 (12L-6L) MFLOP per frame for forward + backward of T-Md
+    # (conv front end, encoder at 1/4 of the frames, decoder at ~0.034 pieces per frame), times the frames
+    # of a run (padding included). Checked against Table 7: the paper's 32 P100 x 22 h / 34 h imply
+    # ~3.5-3.8 TFLOP/s per P100. At 30% of an H100's bf16 peak:
+    ("asr", "small", "6L-6L"): "about 1 GPU-hour on one H100-class GPU (bf16), estimated: its 1.5e17 FLOPs "
+                               "take ~10 min; data loading and beam search on 4 dev/test sets take the rest",
+    ("asr", "small", "12L-6L"): "about 1.5 GPU-hours on one H100-class GPU (bf16), estimated (2.5e17 FLOPs)",
+    ("asr", "full", "6L-6L"): "paper: 32 P100 x 22 h; about 8 H100 GPU-hours (8.8e18 FLOPs), estimated",
+    ("asr", "full", "12L-6L"): "paper: 32 P100 x 34 h; about 14 H100 GPU-hours (1.5e19 FLOPs), estimated",
 }
 
 

@@ -25,7 +25,9 @@ so the acoustic model and the SentencePiece pieces have sub-word structure to fi
 Everything is deterministic for a seed (each utterance draws from ``default_rng([seed, split,
 index])``). :func:`write_synthetic_speech` writes WAV files and the ``.tsv`` files that
 ``prepare_librispeech.py --from-files`` reads, some at 8 kHz and some in stereo, so the tiny scale
-runs the whole real pipeline: soundfile, resampling, mix-down, fbank, CMVN, SentencePiece.
+runs the whole real pipeline: soundfile, resampling, mix-down, fbank, CMVN, SentencePiece. With
+``n_test_other`` the test set is split like LibriSpeech's into ``test_clean`` and a noisier
+``test_other`` (:func:`synthetic_splits`).
 """
 from __future__ import annotations
 
