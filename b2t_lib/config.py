@@ -153,7 +153,8 @@ class ModelConfig:
         if self.variant not in known:
             raise ConfigError(f"unknown variant {self.variant!r}; known variants are: {', '.join(known)}")
         if self.encoder_input not in ENCODER_INPUTS:
-            raise ConfigError(f"unknown encoder_input {self.encoder_input!r}; choose one of {', '.join(ENCODER_INPUTS)}")
+            raise ConfigError(f"unknown encoder_input {self.encoder_input!r}; choose one of "
+                              f"{', '.join(ENCODER_INPUTS)}")
         for name in ("vocab_size", "d_model", "n_heads", "d_ff", "max_positions"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be a positive integer, got {getattr(self, name)}")

@@ -48,7 +48,8 @@ def test_the_speech_model_is_the_encoder_decoder_with_the_speech_input():
     batch = speech_batch()
     assert model.input_keys == ("features", "src_lengths", "prev_output_tokens")
     source, prev = model.batch_inputs(batch)
-    assert isinstance(source, SpeechSource) and source.features is batch["features"] and prev is batch["prev_output_tokens"]
+    assert isinstance(source, SpeechSource) and source.features is batch["features"]
+    assert prev is batch["prev_output_tokens"]
     logits = forward_batch(model, batch)
     assert logits.shape == (3, 4, 30)
     hidden = model.decoder.extract_features(prev, *model.encoder(source))
