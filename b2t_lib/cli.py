@@ -9,9 +9,10 @@ those defaults::
         --save-dir runs/b2t_18 --help
     torchrun --nproc_per_node 8 -m b2t_lib train --task mt --scale full --data data/wmt14_en_de ...
 
-Exit status: 0 done, 2 bad options (an unknown ``B2T_SCALE`` included), 3 training diverged (the
-result record says so). Messages of the library (resume notices, divergence) go to stderr through
-:mod:`logging`; the final result is printed to stdout as JSON.
+Exit status: 0 done, 2 bad options (an unknown ``B2T_SCALE`` included), 3 training failed: the run
+diverged or stalled (:mod:`b2t_lib.train.failure`; the result record says which and why). Messages
+of the library (resume notices, failed runs) go to stderr through :mod:`logging`; the final result
+is printed to stdout as JSON.
 """
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ from .config import choices_of, flag
 from .presets import RECIPES, TASKS
 from .scale import SCALES, ScaleError, get_scale
 
-EXIT_DIVERGED = 3
+EXIT_FAILED = 3          # the run diverged or stalled ("Training failed")
+EXIT_DIVERGED = EXIT_FAILED
 _TYPES = {"int": int, "float": float, "str": str}
 
 
@@ -151,11 +153,15 @@ def cmd_train(argv: list[str]) -> int:
     except CheckpointMismatch as err:  # --resume against another configuration, or no readable checkpoint
         parser.error(str(err))
     if trainer.env.is_main:
-        print(json.dumps({"status": record["status"], "metrics": {
-            k: v for k, v in record["metrics"].items() if k not in ("samples",)}}, indent=1))
+        printed = {"status": record["status"]}
+        if record.get("message"):
+            printed["message"] = record["message"]
+        printed["metrics"] = {k: v for k, v in record["metrics"].items() if k not in ("samples",)}
+        print(json.dumps(printed, indent=1))
     from .train.distributed import destroy
+    from .train.failure import is_failed
     destroy(trainer.env)
-    return EXIT_DIVERGED if record["status"] == "diverged" else 0
+    return EXIT_FAILED if is_failed(record["status"]) else 0
 
 
 def cmd_evaluate(argv: list[str]) -> int:
@@ -191,14 +197,18 @@ def cmd_table(argv: list[str]) -> int:
     from .paper_tables import collect_results, render_table
 
     parser = argparse.ArgumentParser(prog="python -m b2t_lib table", allow_abbrev=False,
-                                     description="Print a paper table with our results beside it.")
-    parser.add_argument("--table", type=int, default=1, help="paper table number (MT: 1, 2, 8; ASR: 5)")
+                                     description="Print a paper table with our results beside it. Runs that "
+                                                 "stalled or diverged print as \"Training failed\", the kind "
+                                                 "and its numbers in a footnote.")
+    parser.add_argument("--table", type=int, default=1,
+                        help="paper table number (MT: 1, 2, 8; summarization: 3, 9; LM: 4; ASR: 5); runs of "
+                             "other tasks are left out")
     parser.add_argument("results", nargs="*", help="run directories or result.json files (globs allowed)")
     args = parser.parse_args(argv)
     paths = [p for pattern in args.results for p in (glob.glob(pattern) or [pattern])]
     try:
-        print(render_table(args.table, collect_results(paths)))
-    except KeyError as err:
+        print(render_table(args.table, collect_results(paths, table=args.table)))
+    except (KeyError, ValueError) as err:
         parser.error(str(err))
     return 0
 
@@ -240,8 +250,9 @@ def _option(text: str) -> tuple[str, object]:
 def build_trainability_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m b2t_lib trainability", allow_abbrev=False,
-        description="Train each variant across depths and peak learning rates; record converged / "
-                    "stalled / diverged per cell as JSON (resumable), and optionally draw the heatmap.")
+        description="Train each variant across depths and peak learning rates; record each cell's status "
+                    "(completed / stalled / diverged, the trainer's; a cell is judged by the stall rule at its "
+                    "end) as JSON (resumable), and optionally draw the heatmap.")
     parser.add_argument("--variants", type=lambda s: _number_list(s, str), default=["post_ln", "pre_ln", "b2t"],
                         help="comma-separated variant names (default: post_ln,pre_ln,b2t; 'all' for every one)")
     parser.add_argument("--depths", type=lambda s: _number_list(s, int), default=[6, 12, 18],
@@ -311,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
                  "  evaluate  test a trained run (averaged checkpoints, BLEU / WER)\n"
                  "  table     print a paper table with our result.json files beside it\n"
                  "  preset    print a preset's options as JSON\n"
-                 "  trainability  train variants x depths x learning rates; converged/diverged map as JSON\n"
+                 "  trainability  train variants x depths x learning rates; completed/stalled/diverged map as JSON\n"
                  "Run `python -m b2t_lib COMMAND --help` for the options of one command.")
         if argv and argv[0] not in ("-h", "--help"):
             print(f"unknown command {argv[0]!r}\n{usage}", file=sys.stderr)

@@ -5,8 +5,25 @@ A table is sections (``"6L-6L"``, ``"18L-18L"``, ...) of rows ``method -> values
 stands for the paper's "Training failed". Method keys are the variant names of
 :mod:`b2t_lib.variants` (``post_ln``, ``pre_ln``, ``b2t``, ...).
 
-``render_table(n, ours)`` lays out the paper's table ``n`` with our numbers in the rows below the
-paper's, marking failed (diverged) runs as the paper does.
+Our rows come from the runs' ``result.json`` records, for every task (the metric keys of each
+task's evaluation):
+
+=====================  =========  ==============================================  =============
+task                   tables     metrics read                                    sections
+=====================  =========  ==============================================  =============
+``mt``                 1, 2, 8    ``bleu`` {test set: BLEU}, ``bleu_avg``          ``6L-6L``
+``summarization``      3, 9       ``rouge1``, ``rouge2``, ``rougeL``              ``6L-6L``
+``lm``                 4          ``valid_ppl``, ``test_ppl``                     ``6L``
+``asr``                5          ``wer`` {dev_clean, dev_other, test_clean,      ``12L-6L``
+                                  test_other: WER}
+=====================  =========  ==============================================  =============
+
+* :func:`row_from_result` builds one row, :func:`collect_results` a whole ``{section: {variant:
+  row}}`` from run folders (``collect_mt_results`` is the MT case);
+* :func:`render_table` lays out the paper's table with our rows below the paper's. A run that
+  stalled or diverged (:mod:`b2t_lib.train.failure`) prints as the paper prints it, "Training
+  failed", with a footnote marker; the footnotes under the table say which kind of failure and its
+  numbers.
 """
 from __future__ import annotations
 
@@ -136,16 +153,144 @@ def _fmt(value) -> str:
     return f"{value:.2f}" if isinstance(value, (int, float)) and math.isfinite(value) else str(value)
 
 
-def render_table(number: int, ours: dict[str, dict[str, list | str | None]] | None = None,
+# ---------------------------------------------------------------------- our rows, from result.json
+TABLE_TASKS = {1: "mt", 2: "mt", 8: "mt", 3: "summarization", 9: "summarization", 4: "lm", 5: "asr"}
+ROUGE_KEYS = ("rouge1", "rouge2", "rougeL")                       # Tables 3 and 9: R-1, R-2, R-L
+LM_KEYS = ("valid_ppl", "test_ppl")                                # Table 4: Valid, Test
+ASR_SPLITS = ("dev_clean", "dev_other", "test_clean", "test_other")  # Table 5's columns, in order
+
+
+@dataclass(frozen=True)
+class FailedRun:
+    """Our row of a run that failed to train: printed "Training failed", with ``note`` as its footnote.
+
+    ``kind`` is ``"stalled"`` or ``"diverged"`` (None when unknown, e.g. a hand-written row).
+    """
+    kind: str | None = None
+    note: str | None = None
+
+
+def _is_failed(row) -> bool:
+    return isinstance(row, FailedRun) or row == "failed"
+
+
+def section_of(result: dict) -> str:
+    """The table section of a run: ``"18L-18L"`` (encoder-decoder tasks), ``"16L"`` (the LM)."""
+    cfg = result.get("config", {})
+    if _task_of(result) == "lm" or not cfg.get("encoder_layers"):
+        return f"{cfg.get('decoder_layers')}L"
+    return f"{cfg.get('encoder_layers')}L-{cfg.get('decoder_layers')}L"
+
+
+def _task_of(result: dict) -> str:
+    return result.get("task") or result.get("config", {}).get("task") or "mt"
+
+
+def row_from_result(result: dict, task: str | None = None) -> list | dict | FailedRun:
+    """Our row of one ``result.json`` record in its task's paper table (``task`` defaults to the
+    record's), or a :class:`FailedRun` for a run that stalled or diverged.
+
+    * MT (Tables 1, 2, 8): test sets named ``newstestYYYY`` fill their year's column and
+      ``bleu_avg`` the Average; a single unnamed test set (the synthetic task) fills only the Average.
+    * Summarization (3, 9): ``rouge1``, ``rouge2``, ``rougeL``.  LM (4): ``valid_ppl``, ``test_ppl``.
+    * ASR (5): a dict ``{column: WER}``: LibriSpeech's four splits fill Table 5's columns, any other
+      split (the synthetic corpus' ``test``) becomes a column of its own.
+    Missing metrics (a run not evaluated yet) are None, printed "-".
+    """
+    from .train.failure import failure_note, is_failed
+
+    if is_failed(result.get("status")):
+        return FailedRun(result["status"], failure_note(result))
+    task = task or _task_of(result)
+    metrics = result.get("metrics", {})
+    if task == "mt":
+        row: list = [None] * len(NEWSTEST)
+        for split, score in (metrics.get("bleu") or {}).items():
+            year = next((y for y in NEWSTEST[:-1] if y in split), None)
+            if year is not None:
+                row[NEWSTEST.index(year)] = score
+        row[-1] = metrics.get("bleu_avg")
+        return row
+    if task == "summarization":
+        return [metrics.get(k) for k in ROUGE_KEYS]
+    if task == "lm":
+        return [metrics.get(k) for k in LM_KEYS]
+    if task == "asr":
+        columns = dict(zip(ASR_SPLITS, paper_table(5).columns))
+        wer = metrics.get("wer") or {}
+        return {columns.get(split, split): value for split, value in wer.items()}
+    raise ValueError(f"no paper table for task {task!r}; tasks: {sorted(set(TABLE_TASKS.values()))}")
+
+
+def mt_row_from_result(result: dict) -> list | FailedRun:
+    """A Table-1 row (per-year BLEU and the average) of an MT ``result.json`` record, or a
+    :class:`FailedRun` (see :func:`row_from_result`)."""
+    return row_from_result(result, "mt")
+
+
+def read_results(paths) -> list[dict]:
+    """The ``result.json`` records of ``paths``: run folders (their ``result.json``) or ``.json`` files.
+    Missing ones and other files (a glob such as ``runs/*`` also matches logs) are skipped; a record
+    that does not parse is an error naming the file."""
+    found = []
+    for path in paths:
+        path = Path(path)
+        path = path / "result.json" if path.is_dir() else path
+        if not path.is_file() or path.suffix != ".json":
+            continue
+        try:
+            found.append(json.loads(path.read_text()))
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            raise ValueError(f"{path} is not a readable result record ({err}); remove it or train the run "
+                             f"again") from None
+    return found
+
+
+def collect_results(paths, table: int | None = None, task: str | None = None) -> dict[str, dict[str, object]]:
+    """``{section: {variant: row}}`` of the runs in ``paths`` (folders or ``result.json`` files; missing
+    ones are skipped) that belong to ``task``, or to the task of paper ``table`` (all runs if neither)."""
+    if table is not None:
+        paper_table(table)              # an unknown table number is a KeyError naming the known ones
+        task = TABLE_TASKS[table]
+    ours: dict[str, dict[str, object]] = {}
+    for result in read_results(paths):
+        if task is not None and _task_of(result) != task:
+            continue
+        variant = result.get("variant", result.get("config", {}).get("variant"))
+        ours.setdefault(section_of(result), {})[variant] = row_from_result(result)
+    return ours
+
+
+def collect_mt_results(paths) -> dict[str, dict[str, list | FailedRun]]:
+    """``{section: {variant: row}}`` of the MT runs in ``paths`` (see :func:`collect_results`)."""
+    return collect_results(paths, task="mt")
+
+
+# ---------------------------------------------------------------------- the layout
+def _cells(row, columns: list[str], width: int) -> str:
+    """A row's value cells: a list in the table's columns, or a dict ``{column: value}``."""
+    values = [row.get(c) for c in columns] if isinstance(row, dict) else list(row)
+    return "".join(f"{_fmt(v):>{width}}" for v in values)
+
+
+def render_table(number: int, ours: dict[str, dict[str, object]] | None = None,
                  ours_label: str = "ours") -> str:
     """Plain-text layout of paper table ``number``; ``ours[section][method]`` adds our row below
-    the paper's (a list of values in the table's columns, ``"failed"``, or None for not run).
-    Sections or methods only in ``ours`` are appended."""
+    the paper's: a list of values in the table's columns, a dict ``{column: value}`` (a column the
+    paper does not have is added at the right), a :class:`FailedRun` or ``"failed"`` ("Training
+    failed"), or None for not run. Sections or methods only in ``ours`` are appended. A failed run
+    with a note gets a footnote marker (``*``, ``**``, ...) and its footnote under the table."""
     table = paper_table(number)
     ours = ours or {}
-    width = max(8, max(len(c) for c in table.columns) + 1)
-    head = f"{'Method':<28}" + "".join(f"{c:>{width}}" for c in table.columns)
+    columns = list(table.columns)
+    for rows in ours.values():
+        for row in rows.values():
+            if isinstance(row, dict):
+                columns += [c for c in row if c not in columns]
+    width = max(8, max(len(c) for c in columns) + 1)
+    head = f"{'Method':<28}" + "".join(f"{c:>{width}}" for c in columns)
     lines = [f"Table {table.number}: {table.title}", head, "-" * len(head)]
+    notes: dict[str, str] = {}          # footnote text -> its marker
     for section in list(table.sections) + [s for s in ours if s not in table.sections]:
         lines.append(f"Enc-Dec: {section}" if "-" in section else f"Dec: {section}")
         paper_rows = table.sections.get(section, {})
@@ -154,81 +299,19 @@ def render_table(number: int, ours: dict[str, dict[str, list | str | None]] | No
             label = method_label(method)
             if method in paper_rows:
                 row = paper_rows[method]
-                cells = "  Training failed" if row is None else "".join(f"{_fmt(v):>{width}}" for v in row)
+                cells = "  Training failed" if row is None else _cells(row, columns, width)
                 lines.append(f"  {label + ' (paper)':<26}{cells}")
             if method in our_rows and our_rows[method] is not None:
                 row = our_rows[method]
-                if row == "failed":
-                    cells = "  Training failed"
+                if _is_failed(row):
+                    note = row.note if isinstance(row, FailedRun) else None
+                    if note is not None and note not in notes:
+                        notes[note] = "*" * (len(notes) + 1)
+                    cells = "  Training failed" + (notes[note] if note is not None else "")
                 else:
-                    cells = "".join(f"{_fmt(v):>{width}}" for v in row)
+                    cells = _cells(row, columns, width)
                 lines.append(f"  {label + f' ({ours_label})':<26}{cells}")
+    if notes:
+        lines.append("")
+        lines += [f"{marker} {note}" for note, marker in notes.items()]
     return "\n".join(lines)
-
-
-def mt_row_from_result(result: dict) -> list | str:
-    """A Table-1 row (per-year BLEU and the average) from an MT ``result.json`` record, or
-    ``"failed"`` for a diverged run. Test sets named ``newstestYYYY`` fill their year's column;
-    a single unnamed test set (the synthetic task) fills only the Average column."""
-    if result.get("status") == "diverged":
-        return "failed"
-    bleu = result.get("metrics", {}).get("bleu", {})
-    row: list = [None] * len(NEWSTEST)
-    for split, score in bleu.items():
-        year = next((y for y in NEWSTEST[:-1] if y in split), None)
-        if year is not None:
-            row[NEWSTEST.index(year)] = score
-    row[-1] = result.get("metrics", {}).get("bleu_avg")
-    return row
-
-
-# Table 5's columns, as the ASR task names its evaluated splits (metrics["wer"][split], percent).
-TABLE5_SPLITS = ("dev_clean", "dev_other", "test_clean", "test_other")
-FAILED_STATUSES = ("diverged", "stalled")   # "Training failed" in every table
-
-
-def wer_row_from_result(result: dict) -> list | str:
-    """A Table-5 row (WER on dev clean/other, test clean/other) from an ASR ``result.json`` record, or
-    ``"failed"`` for a run that diverged or stalled. A split the run did not evaluate stays empty
-    (the synthetic corpus has ``test_clean`` and ``test_other`` but no ``dev_*`` splits)."""
-    if result.get("status") in FAILED_STATUSES:
-        return "failed"
-    wer = result.get("metrics", {}).get("wer", {})
-    return [wer.get(split) for split in TABLE5_SPLITS]
-
-
-ROW_FROM_RESULT = {"mt": mt_row_from_result, "asr": wer_row_from_result}
-
-
-def collect_results(paths) -> dict[str, dict[str, list | str]]:
-    """``{section: {variant: row}}`` from ``result.json`` files of any task with a row function in
-    :data:`ROW_FROM_RESULT` (missing files are skipped); sections are ``"<enc>L-<dec>L"``."""
-    ours: dict[str, dict[str, list | str]] = {}
-    for path in paths:
-        path = Path(path)
-        path = path / "result.json" if path.is_dir() else path
-        if not path.is_file():
-            continue
-        result = json.loads(path.read_text())
-        cfg = result.get("config", {})
-        row_from_result = ROW_FROM_RESULT.get(result.get("task", cfg.get("task", "mt")))
-        if row_from_result is None:
-            raise KeyError(f"{path}: no table row for task {result.get('task')!r}; known: {sorted(ROW_FROM_RESULT)}")
-        section = f"{cfg.get('encoder_layers')}L-{cfg.get('decoder_layers')}L"
-        ours.setdefault(section, {})[result.get("variant", cfg.get("variant"))] = row_from_result(result)
-    return ours
-
-
-def collect_mt_results(paths) -> dict[str, dict[str, list | str]]:
-    """``{section: {variant: row}}`` from ``result.json`` files (missing files are skipped)."""
-    ours: dict[str, dict[str, list | str]] = {}
-    for path in paths:
-        path = Path(path)
-        path = path / "result.json" if path.is_dir() else path
-        if not path.is_file():
-            continue
-        result = json.loads(path.read_text())
-        cfg = result.get("config", {})
-        section = f"{cfg.get('encoder_layers')}L-{cfg.get('decoder_layers')}L"
-        ours.setdefault(section, {})[result.get("variant", cfg.get("variant"))] = mt_row_from_result(result)
-    return ours

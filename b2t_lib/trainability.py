@@ -6,17 +6,21 @@ baselines train; DeepNet fails at 100L-100L with a small batch (Figure 10). The 
 question for every (variant, depth, learning rate) cell, with the one trainer of the course
 (:mod:`b2t_lib.train`) and the task's preset for everything else.
 
-Each cell ends in one of three states:
+Each cell ends with the trainer's own status (:mod:`b2t_lib.train.failure`, the same rule as every
+run and table of the course):
 
+* ``completed`` (the heatmap's legend says "trained"): the run's final validation NLL is clearly
+  below the *unigram baseline*, the cross entropy of a model that knows only how often each target
+  token occurs in the training data (:mod:`b2t_lib.data.unigram`): it has learned to use the
+  context (the source sentence, the target prefix);
+* ``stalled``: it is not ``stall_margin`` bits below that baseline, the plateau of a run that
+  learned nothing beyond token frequencies;
 * ``diverged``: the trainer stopped the run, because the loss or gradient became non-finite or
   the smoothed loss stayed above ``divergence_factor`` times its start
-  (:class:`~b2t_lib.train.divergence.DivergenceMonitor`);
-* ``converged``: the run completed and its final validation NLL beats the *unigram baseline*,
-  the cross entropy of a model that knows only how often each target token occurs in the
-  training data: :math:`H = -\frac{1}{|V_{tgt}|}\sum_{y\in\text{valid}}\log_2 \hat p(y)`, with
-  :math:`\hat p` the add-one smoothed training frequencies. Below it, the model has learned to use
-  the context (the source sentence, the target prefix);
-* ``stalled``: the run completed but did not get below the unigram baseline.
+  (:class:`~b2t_lib.train.divergence.DivergenceMonitor`).
+
+A cell is short, so the stall rule judges it at its end (``stall_deadline`` = ``max_update``);
+the margin is the preset's (``stall_margin``), unless ``options`` set either.
 
 The result is one JSON file, written after every cell, so an interrupted grid resumes where it
 stopped (cells already in the file with the same settings are not run again). Command line
@@ -31,39 +35,18 @@ stopped (cells already in the file with the same settings are not run again). Co
 from __future__ import annotations
 
 import json
-import math
 import shutil
 import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
 
 from .files import write_json_atomic
 from .scale import get_scale
+from .train.failure import STATUSES  # noqa: F401  ("completed", "stalled", "diverged": the trainer's)
 from .variants import VARIANTS
 
-STATUSES = ("converged", "stalled", "diverged")
-FORMAT_VERSION = 1
-
-
-def unigram_nll(data_dir: str | Path) -> float:
-    """Bits per target token of the add-one smoothed unigram model of the training targets, on the
-    validation targets (end-of-sentence included): the bar a converged model must beat."""
-    from .data import load_translation_split
-
-    train, valid = load_translation_split(data_dir, "train"), load_translation_split(data_dir, "valid")
-    vocab = len(train.dictionary)
-    counts = np.bincount(np.asarray(train.tgt.data, dtype=np.int64), minlength=vocab).astype(np.float64) + 1.0
-    log_p = np.log2(counts / counts.sum())  # (vocab,) add-one smoothed unigram log-probabilities
-    return float(-log_p[np.asarray(valid.tgt.data, dtype=np.int64)].mean())
-
-
-def classify(status: str, valid_nll: float | None, threshold: float) -> str:
-    """``diverged`` when the trainer said so, else ``converged`` below ``threshold`` bits, else ``stalled``."""
-    if status == "diverged" or valid_nll is None or not math.isfinite(valid_nll):
-        return "diverged"
-    return "converged" if valid_nll < threshold else "stalled"
+FORMAT_VERSION = 2  # 2: a cell's status is the trainer's (completed / stalled / diverged); 1 said "converged"
 
 
 def cell_key(variant: str, layers: int, lr: float) -> tuple[str, int, float]:
@@ -84,6 +67,7 @@ def cell_config(variant: str, layers: int, lr: float, max_update: int, options: 
     explicit.update(variant=variant, encoder_layers=layers, decoder_layers=layers, lr=lr,
                     max_update=max_update, save_dir=str(save_dir))
     explicit.setdefault("valid_interval", max_update)
+    explicit.setdefault("stall_deadline", max_update)  # a short cell is judged at its end
     explicit.setdefault("save_interval", max_update)
     explicit.setdefault("log_interval", max(1, max_update // 50))
     explicit.update(eval_at_end=False, progress_bar=False, keep_last=1, resume=False)
@@ -92,21 +76,22 @@ def cell_config(variant: str, layers: int, lr: float, max_update: int, options: 
 
 def train_cell(variant: str, layers: int, lr: float, *, task: str, scale: str, max_update: int,
                options: dict, save_dir: Path) -> dict:
-    """Train one cell with the course's trainer; return its record (curves included, not yet classified)."""
+    """Train one cell with the course's trainer; return its record (its status is the trainer's, curves included)."""
     from .train import read_log, train
 
     cfg = cell_config(variant, layers, lr, max_update, options, task=task, scale=scale, save_dir=save_dir)
     shutil.rmtree(save_dir, ignore_errors=True)  # a fresh run: an interrupted cell starts over
     started = time.time()
-    record = train(cfg)  # a divergence is in the record (and logged by the trainer)
+    record = train(cfg)  # a failed run (stalled, diverged) is in the record, and logged by the trainer
     train_log, valid_log = read_log(save_dir, "train"), read_log(save_dir, "valid")
-    valid_nll = valid_log[-1]["valid_nll"] if valid_log and record["status"] == "completed" else None
     return {
         "variant": variant, "layers": int(layers), "lr": float(lr), "recipe": cfg.recipe,
         "lr_scheduler": cfg.lr_scheduler,
         "warmup_updates": cfg.warmup_updates if cfg.lr_scheduler == "inverse_sqrt" else 0,
-        "trainer_status": record["status"], "message": record.get("message", ""),
-        "valid_nll": valid_nll, "updates": record["metrics"]["num_updates"],
+        "status": record["status"], "trainer_status": record["status"],  # the same (format 1 told them apart)
+        "message": record.get("message", ""), "stall_rule": record.get("stall_rule"),
+        "valid_nll": record["metrics"].get("valid_nll"),  # the last validation; None for a diverged run
+        "updates": record["metrics"]["num_updates"],
         "seconds": round(time.time() - started, 2), "data": cfg.data,
         "train_curve": [[e["update"], e["loss"]] for e in train_log],
         "valid_curve": [[e["update"], e["valid_nll"]] for e in valid_log],
@@ -122,13 +107,18 @@ def run_trainability_map(variants, depths, lrs, out: str | Path | None = None, *
     Args:
         variants, depths, lrs: the grid; a depth N means N encoder and N decoder layers.
         out: the JSON file. Cells it already holds are kept, not re-run; a file written with other
-            settings (task, scale, max_update, options) is refused rather than overwritten.
+            settings (task, scale, max_update, options) or by an older format is refused rather than
+            overwritten.
         scale: preset scale (default: ``B2T_SCALE``); every option not given comes from
             ``preset(task, scale)`` and, for T-Fixup, its ``tfixup`` recipe.
         max_update: updates per cell.
         options: further :class:`~b2t_lib.train.TrainConfig` options for every cell (``data``,
             ``synthetic_train_pairs``, ``d_model``, ``warmup_updates``, ``max_tokens``, ``threads``,
-            ``device`` ...). The data is the preset's (generated on first use at the tiny scale).
+            ``device``, ``stall_margin`` ...). The data is the preset's (generated on first use at the
+            tiny scale).
+
+    The map records the stall rule's numbers once: ``unigram_baseline`` (bits per token),
+    ``stall_margin`` and ``threshold`` = baseline - margin, the validation NLL a trained cell ends below.
         work_dir: where the runs go (default: a temporary folder); removed unless ``keep_runs``.
         progress: called with each finished cell record (for example ``print``).
     """
@@ -136,7 +126,7 @@ def run_trainability_map(variants, depths, lrs, out: str | Path | None = None, *
     options = dict(options or {})
     if task != "mt":
         raise ValueError(f"the trainability map is defined for the translation task (mt), not {task!r}: "
-                         f"its convergence bar is the unigram NLL of the translation targets")
+                         f"its cells are N encoder and N decoder layers")
     unknown = [v for v in variants if v not in VARIANTS]
     if unknown:
         raise ValueError(f"unknown variants {unknown}; known variants are: {', '.join(sorted(VARIANTS))}")
@@ -145,7 +135,8 @@ def run_trainability_map(variants, depths, lrs, out: str | Path | None = None, *
     if max_update < 1:
         raise ValueError(f"max_update must be at least 1, got {max_update}")
     settings = {"task": task, "scale": scale, "max_update": int(max_update), "options": options}
-    result = {"version": FORMAT_VERSION, **settings, "threshold": None, "cells": []}
+    result = {"version": FORMAT_VERSION, **settings, "unigram_baseline": None, "stall_margin": None,
+              "threshold": None, "cells": []}
     if out is not None and Path(out).is_file():
         previous = load_trainability(out)
         changed = sorted(k for k, v in settings.items() if previous.get(k) != v)
@@ -167,9 +158,11 @@ def run_trainability_map(variants, depths, lrs, out: str | Path | None = None, *
                     save_dir = work / f"{variant}_{layers}L_lr{lr:g}"
                     cell = train_cell(variant, layers, lr, task=task, scale=scale, max_update=max_update,
                                       options=options, save_dir=save_dir)
-                    if result["threshold"] is None:  # the data exists now: the trainer prepared it
-                        result["threshold"] = round(unigram_nll(cell["data"]), 4)
-                    cell["status"] = classify(cell["trainer_status"], cell["valid_nll"], result["threshold"])
+                    rule = cell["stall_rule"] or {}
+                    if result["threshold"] is None and rule.get("unigram_baseline") is not None:
+                        result["unigram_baseline"] = round(rule["unigram_baseline"], 4)
+                        result["stall_margin"] = rule["margin"]
+                        result["threshold"] = round(rule["unigram_baseline"] - rule["margin"], 4)
                     result["cells"].append(cell)
                     if not keep_runs:
                         shutil.rmtree(save_dir, ignore_errors=True)
@@ -194,7 +187,9 @@ def load_trainability(path: str | Path) -> dict:
                                 f"trainability --out {path} ...`")
     result = json.loads(path.read_text())
     if result.get("version") != FORMAT_VERSION or "cells" not in result:
-        raise ValueError(f"{path} is not a trainability map of format version {FORMAT_VERSION}")
+        raise ValueError(f"{path} is not a trainability map of format version {FORMAT_VERSION} (a map of "
+                         f"version 1 said 'converged' where the trainer now says 'completed'); train it again "
+                         f"into a new file")
     return result
 
 

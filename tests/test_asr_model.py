@@ -9,7 +9,7 @@ import torch
 from b2t_lib import EncoderDecoder, ModelConfig
 from b2t_lib.config import ConfigError
 from b2t_lib.model import forward_batch
-from b2t_lib.paper_tables import TABLE5_SPLITS, render_table, wer_row_from_result
+from b2t_lib.paper_tables import ASR_SPLITS, paper_table, render_table, row_from_result
 from b2t_lib.speech import SpecAugment, SpeechInput, SpeechSource, lengths_to_padding_mask
 from b2t_lib.train import TrainConfig
 from b2t_lib.variants import VARIANTS
@@ -132,14 +132,16 @@ def test_the_command_line_lists_the_speech_options(capsys):
 
 
 def test_table5_rows_come_from_the_wer_of_each_split():
-    ok = {"status": "completed", "metrics": {"wer": {"dev_clean": 3.5, "dev_other": 8.0, "test_clean": 3.9,
-                                                      "test_other": 8.8}}}
-    assert TABLE5_SPLITS == ("dev_clean", "dev_other", "test_clean", "test_other")
-    assert wer_row_from_result(ok) == [3.5, 8.0, 3.9, 8.8]
-    tiny = {"status": "completed", "metrics": {"wer": {"valid": 4.0, "test_clean": 2.0, "test_other": 9.0}}}
-    assert wer_row_from_result(tiny) == [None, None, 2.0, 9.0]          # the synthetic corpus has no dev_*
-    assert wer_row_from_result({"status": "diverged"}) == "failed"
-    assert wer_row_from_result({"status": "stalled"}) == "failed"
-    text = render_table(5, {"12L-6L": {"post_ln": "failed", "b2t": [None, None, 2.0, 9.0]}})
+    """The contract's metrics["wer"][split] fill Table 5's columns by split name (the renderer is issue 15's)."""
+    ok = {"task": "asr", "status": "completed",
+          "metrics": {"wer": {"dev_clean": 3.5, "dev_other": 8.0, "test_clean": 3.9, "test_other": 8.8}}}
+    assert ASR_SPLITS == ("dev_clean", "dev_other", "test_clean", "test_other")
+    assert row_from_result(ok) == dict(zip(paper_table(5).columns, [3.5, 8.0, 3.9, 8.8]))
+    tiny = {"task": "asr", "status": "completed",
+            "metrics": {"wer": {"valid": 4.0, "test_clean": 2.0, "test_other": 9.0}}}
+    row = row_from_result(tiny)                               # the synthetic corpus has no dev_* splits
+    assert row == {"valid": 4.0, "Test clean": 2.0, "Test other": 9.0}
+    text = render_table(5, {"12L-6L": {"post_ln": row_from_result({"task": "asr", "status": "stalled"}),
+                                       "b2t": row}})
     assert "Post-LN (ours)              Training failed" in text
-    assert "B2T connection (ours)               -          -       2.00       9.00" in text
+    assert "B2T connection (ours)               -          -       2.00       9.00       4.00" in text

@@ -121,6 +121,12 @@ def test_the_unigram_hook_gives_every_target_id_of_a_split(data_dir, trained):
     valid = task.target_token_ids("valid")
     assert valid.tolist() == [int(t) for i in range(8) for t in load_speech_split(data_dir, "valid").targets[i]]
     assert len(task.target_token_ids("test_other")) == manifest["stats"]["test_other"]["tokens"]
+    # the base class's unigram baseline (the "Training failed" bar) from these hooks, cached with the data
+    from b2t_lib.data.unigram import stored_unigram_baseline, unigram_cross_entropy
+
+    bits = task.unigram_baseline()
+    assert bits == pytest.approx(unigram_cross_entropy(train, valid, 40), abs=1e-6) and 3.0 < bits < 6.0
+    assert stored_unigram_baseline(data_dir) == pytest.approx(bits, abs=1e-6)
 
 
 def test_train_evaluate_and_table_5_from_the_command_line(data_dir, tmp_path, capsys):
@@ -138,8 +144,10 @@ def test_train_evaluate_and_table_5_from_the_command_line(data_dir, tmp_path, ca
     assert main(["table", "--table", "5", str(run)]) == 0
     table = capsys.readouterr().out
     assert "Table 5: Word error rates on LibriSpeech" in table and "B2T connection (ours)" in table
+    header = next(line for line in table.splitlines() if line.startswith("Method"))
     ours = next(line for line in table.splitlines() if "B2T connection (ours)" in line)
-    assert ours.split()[-1] == f"{evaluated['wer']['test_other']:.2f}"   # the evaluated WER, in its column
+    column = header.index("Test other") + len("Test other")          # right-aligned under its header
+    assert ours[column - 6:column] == f"{evaluated['wer']['test_other']:6.2f}"   # the evaluated WER
 
 
 def test_missing_data_is_generated_at_tiny_scale_or_explained(tmp_path, monkeypatch):

@@ -83,7 +83,7 @@ def test_table1_layout_shows_our_row_beside_the_papers(trained, tmp_path):
     failed.write_text(json.dumps({"status": "diverged", "variant": "post_ln",
                                   "config": {"encoder_layers": 1, "decoder_layers": 2}}))
     ours = collect_mt_results([save_dir, failed.parent, tmp_path / "missing"])
-    assert ours["1L-2L"]["post_ln"] == "failed"
+    assert ours["1L-2L"]["post_ln"].kind == "diverged"
     assert ours["1L-2L"]["b2t"][-1] == record["metrics"]["bleu_avg"]
     text = render_table(1, ours)
     assert "B2T connection (paper)       24.12" in text and "Post-LN (ours)              Training failed" in text

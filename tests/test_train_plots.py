@@ -30,6 +30,9 @@ def test_figure6_uses_the_validation_entries_only():
     fig = plot_valid_nll(_logs())
     lines = {line.get_label(): list(line.get_ydata()) for line in fig.axes[0].get_lines()}
     assert lines == {"Pre-LN": [3.5], "B2T connection": [3.0]}
+    stalled = plot_valid_nll(_logs(), {"pre_ln": "stalled", "b2t": "completed"})   # a stalled run failed too
+    assert [line.get_label() for line in stalled.axes[0].get_lines() if not line.get_label().startswith("_")] == [
+        "Pre-LN (training failed)", "B2T connection"]
 
 
 def test_training_curves_put_one_depth_per_panel_and_mark_diverged_runs():
@@ -37,9 +40,9 @@ def test_training_curves_put_one_depth_per_panel_and_mark_diverged_runs():
 
     cells = [
         dict(variant="post_ln", layers=6, status="stalled", train_curve=[[1, 10.0], [2, 8.0]]),
-        dict(variant="b2t", layers=6, status="converged", train_curve=[[1, 10.0], [2, 6.0]]),
+        dict(variant="b2t", layers=6, status="completed", train_curve=[[1, 10.0], [2, 6.0]]),
         dict(variant="post_ln", layers=18, status="diverged", train_curve=[[1, 10.0], [2, 1e6], [3, float("nan")]]),
-        dict(variant="b2t", layers=18, status="converged", train_curve=[[1, 10.0], [2, 7.0]]),
+        dict(variant="b2t", layers=18, status="completed", train_curve=[[1, 10.0], [2, 7.0]]),
     ]
     fig = plot_training_curves(cells, title="t")
     assert [ax.get_title() for ax in fig.axes] == ["6L-6L", "18L-18L"]

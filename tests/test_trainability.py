@@ -1,16 +1,14 @@
-"""The trainability map: its convergence bar, the grid runner (JSON, resume), the command line and
-the heatmap."""
+"""The trainability map: the trainer's statuses per cell, the grid runner (JSON, resume), the command
+line and the heatmap."""
 import json
-import math
 
 import matplotlib
-import numpy as np
 import pytest
-import torch
 
 from b2t_lib.cli import cmd_trainability
-from b2t_lib.trainability import (STATUSES, classify, load_trainability, run_trainability_map, status_grid,
-                                  unigram_nll)
+from b2t_lib.data.unigram import stored_unigram_baseline
+from b2t_lib.trainability import (FORMAT_VERSION, STATUSES, load_trainability, run_trainability_map,
+                                  status_grid)
 
 matplotlib.use("Agg")
 
@@ -25,28 +23,8 @@ def tiny_data(tmp_path_factory):
 OPTIONS = dict(d_model=16, n_heads=2, d_ff=32, max_tokens=512, warmup_updates=2, threads=1)
 
 
-def test_classify_separates_the_three_outcomes():
-    assert classify("diverged", 3.0, threshold=7.0) == "diverged"
-    assert classify("completed", None, threshold=7.0) == "diverged"
-    assert classify("completed", math.nan, threshold=7.0) == "diverged"
-    assert classify("completed", 6.9, threshold=7.0) == "converged"
-    assert classify("completed", 7.0, threshold=7.0) == "stalled"
-
-
-@pytest.mark.slow
-def test_unigram_bar_is_the_trainers_nll_of_a_frequency_only_model(tiny_data):
-    from b2t_lib.data import load_translation_split
-    from b2t_lib.train import label_smoothed_nll_loss
-
-    train, valid = load_translation_split(tiny_data, "train"), load_translation_split(tiny_data, "valid")
-    counts = torch.bincount(torch.from_numpy(np.array(train.tgt.data, dtype=np.int64)),
-                            minlength=len(train.dictionary)).double() + 1
-    batch = valid.collate(list(range(len(valid))))
-    logits = counts.log().expand(*batch["target"].shape, -1)  # the same prediction at every position
-    out = label_smoothed_nll_loss(logits, batch["target"], epsilon=0.0)
-    bits = float(out.nll) / float(out.ntokens) / math.log(2)  # the trainer's valid_nll, in bits
-    assert unigram_nll(tiny_data) == pytest.approx(bits, rel=1e-4)
-    assert unigram_nll(tiny_data) < math.log2(len(train.dictionary))  # better than uniform
+def test_a_cells_status_is_the_trainers():
+    assert STATUSES == ("completed", "stalled", "diverged")
 
 
 @pytest.mark.slow
@@ -59,7 +37,13 @@ def test_grid_is_trained_written_and_resumed(tiny_data, tmp_path):
     assert [(c["variant"], c["layers"], c["lr"]) for c in result["cells"]] == [
         ("post_ln", 2, 3e-3), ("tfixup", 2, 3e-3)]
     assert all(c["status"] in STATUSES and c["updates"] == 4 for c in result["cells"])
-    assert result["threshold"] == pytest.approx(unigram_nll(tiny_data), abs=1e-3)
+    # the trainer's stall rule judged every cell at its end, with the preset's margin
+    assert all(c["status"] == c["stall_rule"]["verdict"] == "stalled" or
+               (c["status"], c["stall_rule"]["verdict"]) == ("completed", "passed") for c in result["cells"])
+    assert all(c["stall_rule"]["judged_at"] == 4 for c in result["cells"])
+    assert result["unigram_baseline"] == pytest.approx(stored_unigram_baseline(tiny_data), abs=1e-4)
+    assert result["stall_margin"] == 0.5
+    assert result["threshold"] == pytest.approx(result["unigram_baseline"] - 0.5, abs=1e-4)
     tfixup = result["cells"][1]
     assert tfixup["recipe"] == "tfixup"  # its own no-warmup schedule
     assert load_trainability(out) == json.loads(json.dumps(result))  # what is returned is what is saved
@@ -96,14 +80,18 @@ def test_command_line_refuses_an_unknown_variant(tmp_path):
 def test_heatmap_colors_each_cell_by_its_status():
     from b2t_lib.plots.trainability import STATUS_COLORS, plot_trainability_map
 
-    cells = [dict(variant="post_ln", layers=6, lr=1e-3, status="converged", valid_nll=5.0),
+    cells = [dict(variant="post_ln", layers=6, lr=1e-3, status="completed", valid_nll=5.0),
              dict(variant="post_ln", layers=18, lr=1e-3, status="stalled", valid_nll=7.9),
              dict(variant="post_ln", layers=18, lr=3e-3, status="diverged", valid_nll=None),
-             dict(variant="b2t", layers=18, lr=3e-3, status="converged", valid_nll=6.0)]
-    fig = plot_trainability_map({"cells": cells, "threshold": 7.5, "scale": "tiny", "max_update": 10})
+             dict(variant="b2t", layers=18, lr=3e-3, status="completed", valid_nll=6.0)]
+    fig = plot_trainability_map({"cells": cells, "unigram_baseline": 8.0, "stall_margin": 0.5, "threshold": 7.5,
+                                 "scale": "tiny", "max_update": 10})
     assert [ax.get_title() for ax in fig.axes] == ["Post-LN", "B2T connection"]
-    for ax, expected in zip(fig.axes, ([["converged", None], ["stalled", "diverged"]],
-                                       [[None, None], [None, "converged"]])):
+    assert "trained = valid NLL < unigram 8.00 - 0.5 = 7.50 bits" in fig._suptitle.get_text()
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == [
+        "trained", "stalled (Training failed)", "diverged (Training failed)"]
+    for ax, expected in zip(fig.axes, ([["completed", None], ["stalled", "diverged"]],
+                                       [[None, None], [None, "completed"]])):
         image = ax.get_images()[0]
         rgba = image.cmap(image.norm(image.get_array()))  # (depths, lrs, 4)
         for i, row in enumerate(expected):
@@ -115,11 +103,14 @@ def test_a_map_of_other_settings_is_refused_not_overwritten(tmp_path):
     from b2t_lib.trainability import save_trainability
 
     out = tmp_path / "map.json"
-    old = {"version": 1, "task": "mt", "scale": "tiny", "max_update": 100, "options": {}, "threshold": 7.0,
-           "cells": [dict(variant="b2t", layers=6, lr=1e-3, status="converged", valid_nll=5.0)]}
+    old = {"version": FORMAT_VERSION, "task": "mt", "scale": "tiny", "max_update": 100, "options": {},
+           "threshold": 7.0, "cells": [dict(variant="b2t", layers=6, lr=1e-3, status="completed", valid_nll=5.0)]}
     save_trainability(old, out)
     with pytest.raises(ValueError, match="max_update"):
         run_trainability_map(["b2t"], [6], [1e-3], out, scale="tiny", max_update=50)
     assert load_trainability(out) == old
     with pytest.raises(ValueError, match="translation task"):
         run_trainability_map(["b2t"], [6], [1e-3], None, task="lm", scale="tiny")
+    save_trainability(dict(old, version=1), out)  # a map of the first format said "converged": trained again
+    with pytest.raises(ValueError, match="format version"):
+        run_trainability_map(["b2t"], [6], [1e-3], out, scale="tiny", max_update=100)

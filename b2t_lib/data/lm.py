@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 from collections import Counter
 from pathlib import Path
 from typing import Iterator
@@ -39,6 +38,7 @@ from .dictionary import Dictionary
 from .indexed import RaggedArray, token_dtype, write_ragged
 from .steps import (StepRunner, clear_digest_cache, describe_file, file_digest, file_problem, read_json,
                     write_json_atomic)
+from .unigram import unigram_cross_entropy, unigram_record  # noqa: F401  (the one computation, re-exported)
 
 log = logging.getLogger("b2t_lib.data")
 
@@ -228,13 +228,6 @@ def prepare_lm_data(raw_dir: str | Path, out_dir: str | Path, *, min_count: int 
     return out_dir
 
 
-def unigram_cross_entropy(train_ids: np.ndarray, ids: np.ndarray, vocab_size: int) -> float:
-    """Bits per token of ``ids`` under the add-one-smoothed unigram distribution of ``train_ids``."""
-    counts = np.bincount(np.asarray(train_ids, dtype=np.int64), minlength=vocab_size).astype(np.float64)
-    log2_p = np.log2(counts + 1.0) - math.log2(len(train_ids) + vocab_size)      # (V,)
-    return float(-log2_p[np.asarray(ids, dtype=np.int64)].mean())
-
-
 def _write_manifest(out_dir: Path, p: dict, dictionary: Dictionary, vocab: dict) -> None:
     files = [out_dir / "dict.txt"]
     streams, stats = {}, {}
@@ -248,8 +241,7 @@ def _write_manifest(out_dir: Path, p: dict, dictionary: Dictionary, vocab: dict)
                         "unk_rate": round(n_unk / max(len(lines.data), 1), 6)}
     unigram = {}
     for split in ("valid", "test"):
-        bits = unigram_cross_entropy(streams["train"], streams[split], len(dictionary))
-        unigram[split] = {"bits_per_token": round(bits, 6), "ppl": round(2.0 ** bits, 4)}
+        unigram[split] = unigram_record(unigram_cross_entropy(streams["train"], streams[split], len(dictionary)))
     manifest = {
         "format": FORMAT,
         "params": p,

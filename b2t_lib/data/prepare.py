@@ -21,7 +21,8 @@ Steps (each restartable, see :mod:`b2t_lib.data.steps`; intermediate files under
 3. ``bpe-apply-<split>``: segment every split with those merges.
 4. ``dictionary``: fairseq's joined dictionary over both sides of the segmented training text.
 5. ``binarize-<split>``: ids (+EOS) and raw text into memory-mapped arrays (:mod:`.indexed`).
-6. ``manifest.json``, written last: parameters, statistics and the size and checksum of every
+6. ``manifest.json``, written last: parameters, statistics, the validation unigram baseline
+   (:mod:`.unigram`, the bar of the "Training failed" rule) and the size and checksum of every
    file the loader reads. No manifest (or a mismatching one) means "not ready".
 """
 from __future__ import annotations
@@ -41,6 +42,7 @@ from .indexed import RaggedArray, token_dtype, write_ragged
 from ..files import write_json_atomic
 from .steps import StepRunner, clear_digest_cache, describe_file, file_digest, file_problem, read_json
 from .text import TOKENIZERS, clean_raw_line, default_workers, keep_pair, tokenize_pairs
+from .unigram import unigram_cross_entropy, unigram_record
 
 log = logging.getLogger("b2t_lib.data")
 
@@ -286,7 +288,7 @@ def prepare_translation_data(raw_dir: str | Path, out_dir: str | Path, *, src_la
 def _write_manifest(out_dir: Path, p: dict, splits: list[str], dictionary: Dictionary, codes: Path,
                     tokenizer: str) -> None:
     files = [out_dir / "dict.txt", codes]
-    stats = {}
+    stats, targets = {}, {}
     for s in splits:
         entry = {}
         for side, lang in (("src", p["src_lang"]), ("tgt", p["tgt_lang"])):
@@ -296,7 +298,12 @@ def _write_manifest(out_dir: Path, p: dict, splits: list[str], dictionary: Dicti
             entry["sentences"] = len(ids)
             entry[f"{side}_tokens"] = int(ids.sizes.sum())
             entry[f"{side}_unk"] = int(np.count_nonzero(np.asarray(ids.data) == UNK))
+            if side == "tgt" and s in ("train", "valid"):
+                targets[s] = ids.data          # every target id, EOS included
         stats[s] = entry
+    # Not a preparation parameter: data prepared before it existed stays valid (and is not rebuilt);
+    # b2t_lib.data.unigram computes it on first use and caches it next to this manifest.
+    bits = unigram_cross_entropy(targets["train"], targets["valid"], len(dictionary))
     manifest = {
         "format": FORMAT,
         "params": p,
@@ -311,6 +318,8 @@ def _write_manifest(out_dir: Path, p: dict, splits: list[str], dictionary: Dicti
         "vocab_size": len(dictionary),
         "bpe_merges_learned": len(load_codes(codes)),
         "stats": stats,
+        "unigram": {"valid": unigram_record(bits)},   # the "Training failed" bar (b2t_lib.train.failure)
         "files": {str(f.relative_to(out_dir)): describe_file(f) for f in files},
     }
     write_json_atomic(out_dir / MANIFEST, manifest)   # last: its presence means "ready"
+    log.info("unigram baseline on valid: %.3f bits/token", bits)

@@ -35,7 +35,8 @@ def plot_training_curves(cells: list[dict], curve: str = "train_curve", ylabel: 
                 continue
             updates, values = zip(*points)
             color = variant_color(cell["variant"])
-            label = variant_label(cell["variant"]) + (" (diverged)" if cell.get("status") == "diverged" else "")
+            failed = cell.get("status") in ("diverged", "stalled")   # b2t_lib.train.failure
+            label = variant_label(cell["variant"]) + (f" ({cell['status']})" if failed else "")
             ax.plot(updates, values, color=color, label=label)
             if cell.get("status") == "diverged" and high is not None:
                 ax.plot(updates[-1], high + 0.04 * (high - low), marker="x", markersize=9, color=color,

@@ -1,5 +1,6 @@
 """The trainability map as a heatmap: one panel per variant, depth by peak learning rate, each cell
-colored by how training ended (:mod:`b2t_lib.trainability`)."""
+colored by how training ended, the trainer's status (:mod:`b2t_lib.trainability`,
+:mod:`b2t_lib.train.failure`): "completed" is labeled "trained" in the legend."""
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
@@ -10,8 +11,10 @@ from matplotlib.patches import Patch
 from ..trainability import STATUSES, status_grid
 from .style import apply_style, variant_label
 
-# converged / stalled / diverged / not run
-STATUS_COLORS = {"converged": "#4c9f70", "stalled": "#f2c14e", "diverged": "#d1495b", None: "#eeeeee"}
+# completed (trained) / stalled / diverged / not run
+STATUS_COLORS = {"completed": "#4c9f70", "stalled": "#f2c14e", "diverged": "#d1495b", None: "#eeeeee"}
+STATUS_LABELS = {"completed": "trained", "stalled": "stalled (Training failed)",
+                 "diverged": "diverged (Training failed)"}
 _ORDER = list(STATUSES) + [None]
 
 
@@ -19,7 +22,7 @@ def plot_trainability_map(result: dict, variants: list[str] | None = None, annot
     """Heatmap of a trainability map: rows are depths (N L-N L), columns peak learning rates.
 
     ``annotate`` writes each cell's final validation NLL (bits per token) in it; the title says
-    the unigram level a converged cell must beat.
+    the bar a trained cell ends below (the unigram baseline minus the stall rule's margin).
     """
     apply_style()
     if not result.get("cells"):
@@ -46,11 +49,15 @@ def plot_trainability_map(result: dict, variants: list[str] | None = None, annot
                     if value is not None:
                         ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=8)
     axes[0][0].set_ylabel("depth")
-    handles = [Patch(color=STATUS_COLORS[s], label=s) for s in STATUSES]
+    handles = [Patch(color=STATUS_COLORS[s], label=STATUS_LABELS[s]) for s in STATUSES]
     fig.legend(handles=handles, loc="lower center", ncol=len(STATUSES), bbox_to_anchor=(0.5, -0.12))
-    threshold = result.get("threshold")
+    threshold, baseline, margin = result.get("threshold"), result.get("unigram_baseline"), result.get("stall_margin")
+    bar = ""
+    if threshold is not None and baseline is not None and margin is not None:
+        bar = f"; trained = valid NLL < unigram {baseline:.2f} - {margin:g} = {threshold:.2f} bits"
+    elif threshold is not None:
+        bar = f"; trained = valid NLL < {threshold:.2f} bits"
     fig.suptitle(f"Trainability map ({result.get('scale', '?')} scale, {result.get('max_update', '?')} updates"
-                 + (f"; converged = valid NLL < unigram {threshold:.2f} bits" if threshold else "") + ")",
-                 fontsize=10)
+                 + bar + ")", fontsize=10)
     fig.tight_layout()
     return fig

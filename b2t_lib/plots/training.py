@@ -1,8 +1,9 @@
 """Training curves: Figure 1 (training loss of 18L-18L models) and Figure 6 (validation NLL).
 
 Both take what a run writes to ``log.jsonl`` (:func:`b2t_lib.train.read_log`), one list of
-entries per variant, and the runs' statuses, so that a diverged run is drawn as failed (dashed,
-"training failed" in the legend) instead of silently vanishing from the figure.
+entries per variant, and the runs' statuses, so that a run that diverged or stalled
+(:mod:`b2t_lib.train.failure`) is drawn as failed (dashed, "training failed" in the legend) instead
+of silently vanishing from the figure or passing for a trained one.
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ def _plot_runs(ax, logs: dict[str, list[dict]], key: str, status: dict[str, str]
         updates, values = _series(entries, key)
         if not updates:
             continue
-        failed = status.get(variant) == "diverged"
+        failed = status.get(variant) in ("diverged", "stalled")
         label = variant_label(variant) + (" (training failed)" if failed else "")
         if clip is not None:  # keep exploded losses from flattening the other curves
             values = [min(v, clip) if math.isfinite(v) else clip for v in values]

@@ -1,6 +1,7 @@
-r"""Divergence detection: when to call a run "Training failed" (Table 1's Post-LN 18L-18L).
+r"""Divergence detection: one of the two ways a run fails to train (``"diverged"``; the other is
+``"stalled"``, a run that never leaves the plateau: :mod:`.failure`, which also says what both do).
 
-Two signals stop a run:
+Two signals stop a run as diverged:
 
 * a non-finite loss or gradient norm (fp32/bf16; with fp16 the gradient scaler skips such steps);
 * a smoothed loss that stays far above where it started. With $\ell_0$ the mean loss of the first

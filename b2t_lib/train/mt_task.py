@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import sacrebleu
 import torch
 from torch import nn
@@ -83,6 +84,14 @@ class TranslationTask(Task):
     def collate(self, split, indices):
         data = self.train_data if split == "train" else self.valid_data
         return data.collate(indices)
+
+    def target_token_ids(self, split):
+        """Every target id of ``split`` (each sentence's ids and its EOS), for the unigram baseline."""
+        from ..data import load_translation_split
+
+        data = {"train": self.train_data, "valid": self.valid_data}.get(split)
+        data = data if data is not None else load_translation_split(self.data_dir(), split)
+        return np.asarray(data.tgt.data)
 
     # ---------------------------------------------------------------- model
     def build_model(self) -> nn.Module:

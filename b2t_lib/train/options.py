@@ -30,7 +30,8 @@ AMP_CHOICES = ("auto", "fp32", "bf16", "fp16")
 DEVICE_CHOICES = ("auto", "cpu", "cuda")
 
 TASK, OPTIM, BATCH, RUNTIME = "task and data", "optimization", "batching", "runtime"
-CKPT, DIVERGE, EVAL = "checkpoints and logs", "divergence", "evaluation at the end"
+CKPT, FAILURE, EVAL = ("checkpoints and logs", "training failed: diverged or stalled (b2t_lib.train.failure)",
+                     "evaluation at the end")
 
 
 def recipe_names() -> list[str]:
@@ -91,10 +92,14 @@ class TrainConfig:
     keep_last: int = option(group=CKPT, help="keep the last N numbered checkpoints (the best is kept too)")
     log_interval: int = option(group=CKPT, help="append a line to log.jsonl every N updates")
     valid_interval: int = option(group=CKPT, help="compute the validation loss every N updates")
-    # ---- divergence
-    divergence_factor: float = option(group=DIVERGE, help="stop when the smoothed loss stays above this "
-                                      "multiple of its starting value ...")
-    divergence_patience: int = option(group=DIVERGE, help="... for this many consecutive updates")
+    # ---- training failed: diverged (the loss) or stalled (the validation NLL never left the plateau)
+    divergence_factor: float = option(group=FAILURE, help="diverged: stop when the smoothed loss stays above "
+                                      "this multiple of its starting value ...")
+    divergence_patience: int = option(group=FAILURE, help="... for this many consecutive updates")
+    stall_margin: float = option(group=FAILURE, help="stalled: stop when the validation NLL is not this many "
+                                 "bits below the data's unigram baseline ...")
+    stall_deadline: int = option(group=FAILURE, help="... at the first validation at or after this update (a "
+                                 "shorter run is not judged; 0 = no stall rule)")
     # ---- evaluation
     beam: int = option(group=EVAL, help="beam size")
     lenpen: float = option(group=EVAL, help="length penalty (newstest2014 and single-test-set tasks)")
@@ -187,6 +192,11 @@ class TrainConfig:
                 bad(f"--{name.replace('_', '-')} must be 0 (off) or positive, got {getattr(self, name)}")
         if self.divergence_factor <= 1.0:
             bad(f"--divergence-factor must be above 1, got {self.divergence_factor}")
+        if self.stall_margin < 0:
+            bad(f"--stall-margin is in bits below the unigram baseline and must be 0 or positive, got "
+                f"{self.stall_margin}")
+        if self.stall_deadline < 0:
+            bad(f"--stall-deadline must be 0 (no stall rule) or an update number, got {self.stall_deadline}")
         if self.clip_norm < 0:
             bad(f"--clip-norm must be 0 (off) or positive, got {self.clip_norm}")
         # Contradictions between options the user gave explicitly.
@@ -218,6 +228,7 @@ RESUMABLE_CHANGES = frozenset({
     "eval_at_end", "eval_batch_size", "beam", "lenpen", "lenpen_other", "max_len_a", "max_len_b",
     "average_last", "compile", "data", "synthetic_train_pairs", "valid_interval", "save_interval",
     "scale", "recipe", "device", "save_interval_epochs",
+    "stall_margin", "stall_deadline",   # when to stop a run on the plateau, not how it trains
 })
 
 

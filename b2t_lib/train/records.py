@@ -2,7 +2,11 @@
 update or validation) and ``result.json`` (one record per run: config, git revision, status,
 final metrics, wall time, tokens/s). Tables and plots read only these two files.
 
-``status`` is ``"completed"`` or ``"diverged"`` (the paper's "Training failed").
+``status`` is ``"completed"``, ``"stalled"`` or ``"diverged"``; the last two are the paper's
+"Training failed" (:mod:`.failure`), with ``message`` saying why. ``stall_rule`` holds the stall
+rule's numbers and verdict (unigram baseline, margin, deadline, the judged validation NLL).
+``log.jsonl`` entries have ``kind`` ``"train"``, ``"valid"`` or ``"stall_rule"`` (the rule's verdict,
+once per run).
 """
 from __future__ import annotations
 

@@ -10,11 +10,17 @@ The model a task builds is described by ``self.cfg.model`` (a :class:`~b2t_lib.c
 every option the user set); :meth:`Task.model_config` adds what only the data knows (the fields
 marked ``from_data``: the vocabulary size, ...). A task never copies model options by hand, so a new
 ModelConfig field reaches every task's model unchanged.
+
+Every task also gives the bar of the "Training failed" rule (:mod:`.failure`):
+:meth:`Task.unigram_baseline`, computed from two hooks, :meth:`Task.target_token_ids` and
+:meth:`Task.target_vocab_size`, and stored with the data.
 """
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from pathlib import Path
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -54,6 +60,29 @@ class Task(ABC):
     @abstractmethod
     def collate(self, split: str, indices: list[int]) -> dict:
         """One batch as a dict of tensors (``ntokens`` = non-padding target tokens)."""
+
+    # ---------------------------------------------------------------- the unigram baseline
+    def target_token_ids(self, split: str) -> np.ndarray:
+        """Every target id of ``split`` (``"train"``, ``"valid"``), 1-D, as the loss counts them
+        (end-of-sentence included, no padding). A task implements it to get :meth:`unigram_baseline`."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement target_token_ids(split), so it "
+                                  f"has no unigram baseline")
+
+    def target_vocab_size(self) -> int:
+        """Entries of the target dictionary (the add-one smoothing's V). Default: ``len(self.dictionary)``."""
+        return len(self.dictionary)
+
+    def unigram_baseline(self) -> float:
+        r"""Bits per target token of the add-one smoothed unigram model of the training targets on
+        the validation targets (:func:`b2t_lib.data.unigram.unigram_cross_entropy`).
+
+        Read from the data's manifest when the preparation stored it; otherwise computed once from
+        :meth:`target_token_ids` and cached next to the manifest of ``cfg.data``.
+        """
+        from ..data.unigram import cached_unigram_baseline, unigram_cross_entropy
+
+        return cached_unigram_baseline(Path(self.cfg.data), lambda: unigram_cross_entropy(
+            self.target_token_ids("train"), self.target_token_ids("valid"), self.target_vocab_size()))
 
     # ---------------------------------------------------------------- model and loss
     def model_config(self) -> ModelConfig:

@@ -2,6 +2,8 @@
 imported here (one line) and becomes a ``--task`` of the trainer and the command line."""
 from __future__ import annotations
 
+from pathlib import Path
+
 from . import asr_task  # noqa: F401  (registers "asr")
 from . import mt_task  # noqa: F401  (registers "mt")
 from .options import TrainConfig
@@ -16,3 +18,12 @@ def build_task(cfg: TrainConfig) -> Task:
             f"{', '.join(sorted(TASK_REGISTRY))}"
         )
     return TASK_REGISTRY[cfg.task](cfg)
+
+
+def data_unigram_baseline(task: str, data: str | Path) -> float:
+    """The unigram baseline (bits per target token, :meth:`Task.unigram_baseline`) of ``task``'s
+    prepared data in ``data``: the bar of the "Training failed" rule, read from the data's manifest
+    (or computed once and cached next to it, for data prepared by older code)."""
+    built = build_task(TrainConfig.from_preset(task, "tiny", data=str(data)))
+    built.load_datasets()
+    return built.unigram_baseline()

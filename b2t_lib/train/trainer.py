@@ -1,5 +1,5 @@
 r"""The one trainer for every task: token batches grouped into updates, DDP, AMP, checkpoints,
-exact resume, divergence handling, logs and the result record.
+exact resume, failed runs (diverged or stalled, :mod:`.failure`), logs and the result record.
 
 One update (fairseq's ``train_step``, methods_spec 3.3):
 
@@ -32,6 +32,7 @@ from .checkpoint import (average_checkpoints, capture_rng_state, check_compatibl
 from .distributed import (DistEnv, all_gather_object, all_reduce_min_int, all_reduce_sum, barrier,
                           init_distributed)
 from .divergence import DivergenceMonitor
+from .failure import COMPLETED, DIVERGED, STALLED, StallRule
 from .options import RESUMABLE_CHANGES, TrainConfig
 from .schedule import LRSchedule
 from .task import Task
@@ -66,6 +67,7 @@ class Trainer:
         barrier(self.env)
         self.task.load_datasets()
         self.model_config = self.task.model_config().to_dict()  # stored in checkpoints and result.json
+        self.stall_rule = StallRule(cfg.stall_margin, cfg.stall_deadline, self._unigram_baseline())
 
         seed_everything(cfg.seed)                       # the same initial weights on every process
         self.model = self.task.build_model().to(self.device)
@@ -85,6 +87,23 @@ class Trainer:
         self.train_model = self.model                   # what forward() goes through (DDP / compiled)
 
     # ------------------------------------------------------------------ setup
+    def _unigram_baseline(self) -> float | None:
+        """The stall rule's bar (bits per token): computed by rank 0 (it caches it with the data), then
+        read by the others. None, with a warning, for a task that provides no unigram baseline."""
+        if self.cfg.stall_deadline <= 0:
+            return None
+        baseline = None
+        for turn in ("main", "others"):
+            if self.env.is_main == (turn == "main"):
+                try:
+                    baseline = self.task.unigram_baseline()
+                except NotImplementedError as err:
+                    if self.env.is_main:
+                        logger.warning("no stall rule for this run: %s. A run that never leaves the plateau "
+                                       "ends 'completed'.", err)
+            barrier(self.env)
+        return baseline
+
     def _wrap(self) -> None:
         if self.env.enabled:
             ids = [self.device.index] if self.device.type == "cuda" else None
@@ -116,7 +135,7 @@ class Trainer:
             "trainer": {"num_updates": self.num_updates, "epoch": self.epoch,
                         "group_offset": self.group_offset, "best_valid": self.best_valid,
                         "train_tokens": self.train_tokens, "train_seconds": self.train_seconds,
-                        "monitor": self.monitor.state_dict()},
+                        "monitor": self.monitor.state_dict(), "stall_rule": self.stall_rule.state_dict()},
             "rng": rng,
             "train_config": self._config_for_checkpoint(),
             "model_config": self.model_config,
@@ -151,6 +170,7 @@ class Trainer:
             self.best_valid, self.train_tokens = t["best_valid"], t["train_tokens"]
             self.train_seconds = t["train_seconds"]
             self.monitor.load_state_dict(t["monitor"])
+            self.stall_rule.load_state_dict(t.get("stall_rule"))   # absent in checkpoints before the rule
             restore_rng_state(state["rng"][self.env.rank])
             if self.env.is_main:
                 records.truncate_log(self.save_dir, self.num_updates)
@@ -230,11 +250,12 @@ class Trainer:
             records.append_log(self.save_dir, entry)
 
     def train(self) -> dict:
-        """Train until ``max_update`` (or divergence); write and return the result record."""
+        """Train until ``max_update``, or until the run diverges or stalls (:mod:`.failure`); write and
+        return the result record."""
         cfg, started = self.cfg, time.time()
         self._resume_or_start()
         self._wrap()
-        status, message, last_valid = "completed", "", None
+        status, message, last_valid = COMPLETED, "", None
         progress = self._progress()
         window = dict.fromkeys(("loss", "nll", "ntokens"), 0.0)
         try:
@@ -253,7 +274,7 @@ class Trainer:
                     gnorm = stats["gnorm"] if self.scaler is None else 0.0
                     problem = self.monitor.update(self.num_updates, stats["loss"], gnorm)
                     if problem:
-                        status, message = "diverged", problem
+                        status, message = DIVERGED, problem
                         break
                     for key in ("loss", "nll"):
                         window[key] += stats[key] * stats["ntokens"]
@@ -276,16 +297,20 @@ class Trainer:
                     if self.num_updates % cfg.valid_interval == 0 or done or epoch_end or on_interval:
                         last_valid = self.validate()
                         self._log({"kind": "valid", "update": self.num_updates, "valid_nll": last_valid})
-                    if done or epoch_end or on_interval:
+                        stalled = self._judge_stall(last_valid)
+                        if stalled:
+                            status, message = STALLED, stalled
+                    # A stalled run's weights are finite: keep them (to inspect, evaluate or resume).
+                    if done or epoch_end or on_interval or status == STALLED:
                         if epoch_end:  # the checkpoint holds the next epoch's start, as fairseq's do
                             self.epoch, self.group_offset = self.epoch + 1, 0
                         # Saving by epoch, the last mid-epoch state is checkpoint_last.pt only: the
                         # numbered checkpoints, which decoding averages, are epoch ends (methods_spec 1.8).
                         by_epoch_only = cfg.save_interval_epochs > 0 and cfg.save_interval == 0
                         self.save(last_valid, numbered=epoch_end or on_interval or not by_epoch_only)
-                    if done:
+                    if done or status == STALLED:
                         break
-                if status != "completed" or self.num_updates >= cfg.max_update:
+                if status != COMPLETED or self.num_updates >= cfg.max_update:
                     break
                 if self.group_offset >= len(groups):  # the epoch ended without an epoch-end checkpoint
                     self.epoch += 1
@@ -294,6 +319,17 @@ class Trainer:
             if progress is not None:
                 progress.close()
         return self._finish(status, message, started)
+
+    def _judge_stall(self, valid_nll: float) -> str | None:
+        """Apply the stall rule at a validation; log its verdict when it is given (once per run)."""
+        judged_before = self.stall_rule.passed is not None
+        problem = self.stall_rule.check(self.num_updates, valid_nll)
+        if problem or (self.stall_rule.passed is not None and not judged_before):
+            self._log({"kind": "stall_rule", "update": self.num_updates, "valid_nll": valid_nll,
+                       "verdict": STALLED if problem else "passed",
+                       "unigram_baseline": self.stall_rule.baseline, "bar": self.stall_rule.bar,
+                       **({"message": problem} if problem else {})})
+        return problem
 
     def _progress(self):
         if not (self.cfg.progress_bar and self.env.is_main):
@@ -308,19 +344,22 @@ class Trainer:
         barrier(self.env)  # every checkpoint is on disk; only rank 0 goes on (evaluation can be long)
         if not self.env.is_main:
             return {"status": status, "message": message, "metrics": metrics}
-        if status == "completed":
+        if status != DIVERGED:  # the last validation: the number a stalled run is judged by
             valid = records.read_log(self.save_dir, "valid")
             if valid:
                 metrics["valid_nll"] = valid[-1]["valid_nll"]
+        if status == COMPLETED:
             if self.cfg.eval_at_end:
                 metrics.update(self.evaluate_checkpoints())
-        else:
+        else:  # no test-set evaluation of a failed run: the paper prints "Training failed"
             model = self.cfg.model
-            logger.warning("TRAINING DIVERGED (%s, %dL-%dL): %s. Checkpoints and logs written before are "
-                           "kept; the result record says status 'diverged'.", model.variant,
-                           model.encoder_layers, model.decoder_layers, message)
+            logger.warning("TRAINING %s (%s, %dL-%dL): %s. Checkpoints and logs written before are kept%s; the "
+                           "result record says status '%s' (tables print \"Training failed\").", status.upper(),
+                           model.variant, model.encoder_layers, model.decoder_layers, message,
+                           ", and the stopping point is saved" if status == STALLED else "", status)
         record = {
             "status": status, "message": message, "task": self.cfg.task, "variant": self.cfg.model.variant,
+            "stall_rule": self.stall_rule.summary(self.num_updates),
             "config": self.cfg.to_dict(), "model_config": self.model_config,
             "world_size": self.env.world_size, "update_freq": self.update_freq, "amp": self.amp,
             "metrics": metrics, "git_revision": records.git_revision(),
