@@ -71,7 +71,8 @@ class TrainConfig:
     label_smoothing: float = option(group=OPTIM, help="label smoothing epsilon")
     max_update: int = option(group=OPTIM, help="stop after this many updates")
     # ---- batching
-    max_tokens: int = option(group=BATCH, help="tokens per batch per process (padding included)")
+    max_tokens: int = option(group=BATCH, help="tokens per batch per process, padding included (--task asr: "
+                             "feature frames, 100 per second of audio)")
     update_freq: int = option(group=BATCH, help="accumulate gradients over this many batches per update")
     tokens_per_update: int = option(group=BATCH, help="target tokens per update; sets update_freq from "
                                     "max_tokens x processes (0 = use --update-freq)")
