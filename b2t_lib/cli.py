@@ -86,13 +86,13 @@ def cmd_evaluate(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m b2t_lib evaluate", allow_abbrev=False,
                                      description="Test a trained run: average its last N checkpoints and "
                                                  "compute the task's metric (BLEU for MT, ROUGE for "
-                                                 "summarization, perplexity for the LM).")
+                                                 "summarization, perplexity for the LM, WER for ASR).")
     parser.add_argument("--save-dir", required=True, help="the run's directory")
     parser.add_argument("--checkpoint", help="evaluate this one checkpoint file instead (no averaging)")
     parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="device")
     parser.add_argument("--data", help="data directory (default: the one the run was trained on)")
     parser.add_argument("--average-last", type=int, help="average the last N checkpoints (default: the run's)")
-    parser.add_argument("--beam", type=int, help="beam size (default: the run's, 4)")
+    parser.add_argument("--beam", type=int, help="beam size (default: the run's; 4 for MT, 5 for ASR)")
     parser.add_argument("--lenpen", type=float, help="length penalty for newstest2014 / single test sets")
     parser.add_argument("--lenpen-other", type=float, help="length penalty for the other newstest years")
     parser.add_argument("--max-len-a", type=float, help="max output length a*src_len+b: a")
@@ -304,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
         usage = ("usage: python -m b2t_lib {train,evaluate,table,preset,trainability,runs,estimate} [options]\n"
                  "  train     train one model (options default from the task's scale preset)\n"
-                 "  evaluate  test a trained run (averaged checkpoints; BLEU, ROUGE, perplexity)\n"
+                 "  evaluate  test a trained run (averaged checkpoints; BLEU, ROUGE, perplexity, WER)\n"
                  "  table     print a paper table with our result.json files beside it\n"
                  "  preset    print a preset's options as JSON\n"
                  "  trainability  train variants x depths x learning rates; completed/stalled/diverged map as JSON\n"

@@ -12,9 +12,10 @@ text and its group as metadata (:func:`option`), and everything else is generate
 So a new model option is one field here, with its default, ``help`` and ``group`` (types the
 command line reads: ``int``, ``float``, ``str``, ``bool``, and ``tuple[int, ...]`` /
 ``tuple[float, ...]`` written as ``--cutoffs 20000,60000``). Fields with
-``from_data=True`` (the vocabulary size, the special token ids) are filled by the task from its
-data and are not command-line options. Fields with ``variants=(...)`` belong to those variants
-only: setting one for another variant is refused.
+``from_data=True`` (the vocabulary size, the special token ids, the speech feature dimension) are
+filled by the task from its data and are not command-line options. Fields with ``variants=(...)``
+belong to those variants only, fields with ``inputs=(...)`` to those encoder inputs only (the
+speech front end's options to ``encoder_input="speech"``): setting one for another is refused.
 
 The special token ids follow fairseq's dictionary (``<s>=0, <pad>=1, </s>=2, <unk>=3``) so that
 fairseq checkpoints and their embeddings load without re-indexing.
@@ -35,12 +36,12 @@ class ConfigError(ValueError):
 
 
 def option(default=MISSING, *, help: str, group: str, choices=None, from_data: bool = False,
-           variants: tuple[str, ...] = ()):
+           variants: tuple[str, ...] = (), inputs: tuple[str, ...] = ()):
     """A dataclass field that carries its command-line help and group.
 
     ``choices`` is a sequence or a function returning one (evaluated when used, so a registry that
     grows on import is read whole); ``from_data`` marks a field the task fills from its data;
-    ``variants`` names the variants an option belongs to.
+    ``variants`` names the variants an option belongs to, ``inputs`` the encoder inputs.
     """
     metadata = {"help": help, "group": group}
     if choices is not None:
@@ -49,6 +50,8 @@ def option(default=MISSING, *, help: str, group: str, choices=None, from_data: b
         metadata["from_data"] = True
     if variants:
         metadata["variants"] = tuple(variants)
+    if inputs:
+        metadata["inputs"] = tuple(inputs)
     return field(default=default, metadata=metadata)
 
 
@@ -73,7 +76,9 @@ def variant_names() -> list[str]:
 MODEL = "model"
 VARIANT_OPTIONS = "model: options of one variant"
 ADAPTIVE = "model: adaptive input and softmax (language model)"
+SPEECH = "model: speech input (--encoder-input speech; methods_spec 3.5)"
 DATA = "model: set from the data"
+ENCODER_INPUTS = ("tokens", "speech")
 
 
 def _json_value(value):
@@ -150,6 +155,27 @@ class ModelConfig:
         False, group=ADAPTIVE,
         help="the adaptive softmax's tail projections are the transposes of the adaptive input's "
              "(needs --tie-adaptive-weights)")
+    # ---- the encoder's input: token embeddings, or the S2T speech front end (b2t_lib.speech)
+    encoder_input: str = option("tokens", group=MODEL, choices=ENCODER_INPUTS,
+                                help="what the encoder reads: token ids (embedding + positions) or speech "
+                                     "features (Conv1d subsampler + positions, SpecAugment in training)")
+    input_features: int = option(80, group=DATA, from_data=True, inputs=("speech",),
+                                 help="speech features per frame (80 log-mel filterbanks, from the data)")
+    conv_channels: int = option(1024, group=SPEECH, inputs=("speech",),
+                                help="channels of the first subsampling convolution (GLU halves them)")
+    conv_kernel_sizes: tuple[int, ...] = option((5, 5), group=SPEECH, inputs=("speech",),
+                                                help="kernel size of each stride-2 convolution (2 layers: "
+                                                     "time / 4)")
+    specaug_freq_masks: int = option(2, group=SPEECH, inputs=("speech",),
+                                     help="SpecAugment: frequency masks per utterance (0 = none)")
+    specaug_freq_width: int = option(27, group=SPEECH, inputs=("speech",),
+                                     help="SpecAugment: a frequency mask is narrower than F channels")
+    specaug_time_masks: int = option(2, group=SPEECH, inputs=("speech",),
+                                     help="SpecAugment: time masks per utterance (0 = none)")
+    specaug_time_width: int = option(100, group=SPEECH, inputs=("speech",),
+                                     help="SpecAugment: a time mask is shorter than T frames")
+    specaug_time_proportion: float = option(1.0, group=SPEECH, inputs=("speech",),
+                                            help="SpecAugment: ... and shorter than p x the utterance's frames")
 
     def __post_init__(self) -> None:
         for f in fields(self):  # a tuple option read back from JSON arrives as a list
@@ -161,6 +187,9 @@ class ModelConfig:
         known = variant_names()
         if self.variant not in known:
             raise ConfigError(f"unknown variant {self.variant!r}; known variants are: {', '.join(known)}")
+        if self.encoder_input not in ENCODER_INPUTS:
+            raise ConfigError(f"unknown encoder_input {self.encoder_input!r}; choose one of "
+                              f"{', '.join(ENCODER_INPUTS)}")
         for name in ("vocab_size", "d_model", "n_heads", "d_ff", "max_positions"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be a positive integer, got {getattr(self, name)}")
@@ -186,6 +215,32 @@ class ModelConfig:
             if owners and self.variant not in owners and getattr(self, f.name) != f.default:
                 raise ConfigError(f"{f.name} ({flag(f.name)}) applies to variant {' or '.join(owners)} only, "
                                   f"not variant {self.variant!r}; drop it or change the variant")
+            inputs = f.metadata.get("inputs")
+            if inputs and self.encoder_input not in inputs and getattr(self, f.name) != f.default:
+                raise ConfigError(f"{f.name} ({flag(f.name)}) applies to --encoder-input {' or '.join(inputs)} "
+                                  f"only, not {self.encoder_input!r}; drop it or change the encoder input")
+        self._validate_speech()
+
+    def _validate_speech(self) -> None:
+        if self.encoder_input != "speech":
+            return
+        if self.share_embeddings:
+            raise ConfigError("a speech encoder reads features, not tokens, so there is no encoder embedding to "
+                              "share: pass --no-share-embeddings (--share-decoder-io still ties the decoder's "
+                              "input and output embeddings)")
+        if self.encoder_layers < 1:
+            raise ConfigError("a speech model needs an encoder: set --encoder-layers to 1 or more")
+        if not self.conv_kernel_sizes or any(k < 1 for k in self.conv_kernel_sizes):
+            raise ConfigError(f"conv_kernel_sizes must be one or more positive sizes, got {self.conv_kernel_sizes}")
+        if self.conv_channels < 2 or self.conv_channels % 2:
+            raise ConfigError(f"conv_channels must be even (GLU halves them), got {self.conv_channels}")
+        if self.input_features < 1:
+            raise ConfigError(f"input_features must be positive, got {self.input_features}")
+        for name in ("specaug_freq_masks", "specaug_freq_width", "specaug_time_masks", "specaug_time_width"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name} ({flag(name)}) must be 0 (off) or positive, got {getattr(self, name)}")
+        if not 0.0 < self.specaug_time_proportion <= 1.0:
+            raise ConfigError(f"specaug_time_proportion must lie in (0, 1], got {self.specaug_time_proportion}")
 
     def _validate_adaptive(self) -> None:
         """Adaptive input/softmax: language model only, well-formed bands, and tying that is defined."""

@@ -33,12 +33,23 @@ def _stack_info(cfg: ModelConfig, role: str, num_layers: int, encoder_layers: in
                      decoder_layers=cfg.decoder_layers, options=cfg.to_dict())
 
 
+def build_encoder_input(cfg: ModelConfig) -> nn.Module:
+    """The encoder's input module for ``cfg.encoder_input``: token embedding + positions, or the speech
+    front end (:func:`b2t_lib.speech.build_speech_input`: Conv1d subsampler + positions, SpecAugment)."""
+    if cfg.encoder_input == "speech":
+        from .speech import build_speech_input  # torchaudio is imported only for speech models
+
+        return build_speech_input(cfg)
+    return TokenInput(cfg.d_model, cfg.pad_idx, cfg.word_dropout, keep_first=False)
+
+
 class Encoder(nn.Module):
-    """Token embedding (or a swapped-in front end), encoder layers, and Pre-LN's final LayerNorm.
+    """Token embedding (or the speech front end), encoder layers, and Pre-LN's final LayerNorm.
 
     ``forward(src_tokens) -> (out (batch, src_time, d_model), padding_mask (batch, src_time))``.
     ``self.input`` is the swappable input module: any module called as ``input(src, embed_tokens)``
-    that returns ``(x, padding_mask)`` (a speech front end replaces the token input this way).
+    that returns ``(x, padding_mask)``; ``cfg.encoder_input="speech"`` puts the speech front end there
+    (``src`` is then a :class:`~b2t_lib.speech.SpeechSource` and ``embed_tokens`` is None).
     """
 
     def __init__(self, cfg: ModelConfig, embed_tokens: nn.Embedding | None):
@@ -46,7 +57,7 @@ class Encoder(nn.Module):
         self.variant = get_variant(cfg.variant)
         self.dropout = cfg.dropout
         self.embed_tokens = embed_tokens
-        self.input = TokenInput(cfg.d_model, cfg.pad_idx, cfg.word_dropout, keep_first=False)
+        self.input = build_encoder_input(cfg)
         self.stack = _stack_info(cfg, "encoder", cfg.encoder_layers, cfg.encoder_layers)
         self.layers = nn.ModuleList(
             EncoderLayer(cfg.d_model, cfg.n_heads, cfg.d_ff, cfg.variant, cfg.encoder_layers, cfg.dropout,
@@ -180,9 +191,15 @@ class _Model(nn.Module):
 
 
 class EncoderDecoder(_Model):
-    """Transformer encoder-decoder. ``forward(src_tokens, prev_output_tokens) -> logits (batch, tgt_time, vocab)``."""
+    """Transformer encoder-decoder. ``forward(src_tokens, prev_output_tokens) -> logits (batch, tgt_time, vocab)``.
+
+    With ``cfg.encoder_input="speech"`` (the S2T Transformer, methods_spec 3.5) the source is a
+    :class:`~b2t_lib.speech.SpeechSource` (features and lengths), the encoder has no token embedding,
+    and a batch dict gives ``features``, ``src_lengths`` and ``prev_output_tokens``.
+    """
 
     input_keys = ("src_tokens", "prev_output_tokens")
+    speech_input_keys = ("features", "src_lengths", "prev_output_tokens")
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
@@ -191,7 +208,11 @@ class EncoderDecoder(_Model):
             raise ConfigError("an EncoderDecoder needs at least one encoder layer; use LanguageModel for a "
                               "decoder-only model")
         self.cfg, self.variant = cfg, get_variant(cfg.variant)
-        encoder_embed = build_token_embedding(cfg.vocab_size, cfg.d_model, cfg.pad_idx)
+        speech = cfg.encoder_input == "speech"
+        if speech:
+            self.input_keys = self.speech_input_keys
+        # A speech encoder has no token embedding: an unused parameter would break DDP.
+        encoder_embed = None if speech else build_token_embedding(cfg.vocab_size, cfg.d_model, cfg.pad_idx)
         decoder_embed = encoder_embed if cfg.share_embeddings else build_token_embedding(
             cfg.vocab_size, cfg.d_model, cfg.pad_idx)
         self.encoder = Encoder(cfg, encoder_embed)
@@ -199,8 +220,20 @@ class EncoderDecoder(_Model):
                                share_input_output=cfg.share_embeddings or cfg.share_decoder_io)
         self._finish_init()
 
-    def forward(self, src_tokens: torch.Tensor, prev_output_tokens: torch.Tensor) -> torch.Tensor:
-        self.check_tokens(src_tokens, "src_tokens")
+    def batch_inputs(self, batch: dict) -> tuple:
+        """``(src_tokens, prev_output_tokens)``; for speech the source is built here, after the trainer
+        moved the batch's tensors to the device: ``(SpeechSource(features, src_lengths), prev_output_tokens)``."""
+        inputs = super().batch_inputs(batch)
+        if self.cfg.encoder_input == "speech":
+            from .speech import SpeechSource
+
+            features, lengths, prev_output_tokens = inputs
+            return SpeechSource(features, lengths), prev_output_tokens
+        return inputs
+
+    def forward(self, src_tokens, prev_output_tokens: torch.Tensor) -> torch.Tensor:
+        if self.cfg.encoder_input == "tokens":  # a speech source holds features, checked by the front end
+            self.check_tokens(src_tokens, "src_tokens")
         self.check_tokens(prev_output_tokens, "prev_output_tokens")
         memory, memory_padding_mask = self.encoder(src_tokens)  # (batch, src_time, d_model)
         return self.decoder(prev_output_tokens, memory, memory_padding_mask)

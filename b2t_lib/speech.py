@@ -2,12 +2,12 @@ r"""The speech front end of the S2T Transformer (Wang et al. 2020; methods_spec 
 
 The encoder of a speech model reads filter-bank frames instead of token ids. Everything above
 its input is the text Transformer unchanged, so the front end is a drop-in replacement for the
-encoder's token input (:attr:`b2t_lib.model.Encoder.input`)::
+encoder's token input (:attr:`b2t_lib.model.Encoder.input`), chosen by one model option::
 
-    model = EncoderDecoder(cfg)                     # cfg.share_embeddings=False: the source is audio
-    model.encoder.input = SpeechInput(cfg.d_model)
-    model.encoder.embed_tokens = None               # unused (and DDP refuses unused parameters)
+    cfg = ModelConfig(encoder_input="speech", share_embeddings=False, share_decoder_io=True, ...)
+    model = EncoderDecoder(cfg)      # encoder.input = build_speech_input(cfg); no encoder embedding
     memory, padding_mask = model.encoder(SpeechSource(features, lengths))
+    logits = forward_batch(model, batch)            # batch: features, src_lengths, prev_output_tokens
 
 :class:`SpeechInput` computes, for fbank frames :math:`f_{1..T}` (after CMVN):
 
@@ -167,13 +167,37 @@ class SpeechInput(nn.Module):
         self.embed_positions = SinusoidalPositions(d_model, pad_idx)
 
     def forward(self, src, embed_tokens: nn.Module | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        if isinstance(src, torch.Tensor):
+            raise TypeError("a speech encoder reads a SpeechSource(features, lengths), not a tensor of token ids; "
+                            "build the model with encoder_input='tokens' for text")
         features, lengths = src
         if features.dim() != 3 or lengths.dim() != 1 or len(lengths) != len(features):
             raise ValueError(f"speech source must be features (batch, frames, dims) and lengths (batch,), got "
                              f"{tuple(features.shape)} and {tuple(lengths.shape)}")
+        in_features = self.subsample.conv_layers[0].in_channels
+        if features.shape[-1] != in_features:
+            raise ValueError(f"this model reads {in_features} features per frame, the source has "
+                             f"{features.shape[-1]}; check input_features against the data")
         if self.spec_augment is not None:
             features = self.spec_augment(features, lengths)
         x, out_lengths = self.subsample(features, lengths)              # (batch, frames', d_model)
         padding_mask = lengths_to_padding_mask(out_lengths, x.shape[1])  # (batch, frames')
         x = self.embed_scale * x + self.embed_positions(padding_mask)
         return x, padding_mask
+
+
+def build_spec_augment(cfg) -> SpecAugment | None:
+    """SpecAugment from a :class:`~b2t_lib.config.ModelConfig`'s ``specaug_*`` fields (None when it has no masks)."""
+    if cfg.specaug_freq_masks == 0 and cfg.specaug_time_masks == 0:
+        return None
+    return SpecAugment(freq_masks=cfg.specaug_freq_masks, freq_width=cfg.specaug_freq_width,
+                       time_masks=cfg.specaug_time_masks, time_width=cfg.specaug_time_width,
+                       time_proportion=cfg.specaug_time_proportion)
+
+
+def build_speech_input(cfg) -> SpeechInput:
+    """The S2T encoder input of a ``ModelConfig`` with ``encoder_input="speech"`` (its ``input_features``,
+    ``conv_channels``, ``conv_kernel_sizes`` and ``specaug_*`` fields)."""
+    return SpeechInput(cfg.d_model, in_features=cfg.input_features, conv_channels=cfg.conv_channels,
+                       kernel_sizes=tuple(cfg.conv_kernel_sizes), pad_idx=cfg.pad_idx,
+                       spec_augment=build_spec_augment(cfg))

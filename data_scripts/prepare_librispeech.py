@@ -4,7 +4,7 @@
     # all of LibriSpeech: 960 h of training audio + dev/test clean/other, streamed from the Hub
     python data_scripts/prepare_librispeech.py --out-dir data/librispeech
     # the 'small' scale: train-clean-100 only (100 h) with every dev and test set
-    python data_scripts/prepare_librispeech.py --out-dir data/librispeech_100 \\
+    python data_scripts/prepare_librispeech.py --out-dir data/librispeech_100h \\
         --splits train.clean.100 validation.clean validation.other test.clean test.other
     # offline: DIR/train.tsv, DIR/valid.tsv, DIR/<test>.tsv with columns 'audio' (path relative to DIR) and 'text'
     python data_scripts/prepare_librispeech.py --from-files DIR --out-dir data/my_speech --vocab-size 500

@@ -365,3 +365,30 @@ def test_ragged_appender_writes_matrices_of_unknown_count(tmp_path):
     with RaggedAppender(tmp_path / "e.npy", tmp_path / "e.offsets.npy", np.float16, (80,)):
         pass
     assert len(RaggedArray(tmp_path / "e.npy", tmp_path / "e.offsets.npy")) == 0
+
+
+def test_synthetic_test_sets_split_into_clean_and_a_noisier_other(tmp_path):
+    """n_test_other writes test_clean (what test would hold) and test_other, spoken under more noise."""
+    from b2t_lib.data.synthetic_speech import CLEAN_SNR_DB, OTHER_SNR_DB, synthetic_splits
+
+    assert [s[0] for s in synthetic_splits(4, 2, 3)] == ["train", "valid", "test"]
+    assert [s[0] for s in synthetic_splits(4, 2, 3, 2)] == ["train", "valid", "test_clean", "test_other"]
+    assert OTHER_SNR_DB[0] < CLEAN_SNR_DB[0] and OTHER_SNR_DB[1] < CLEAN_SNR_DB[1]     # more noise
+    plain = write_synthetic_speech(tmp_path / "plain", n_train=2, n_valid=1, n_test=3, seed=5)
+    split = write_synthetic_speech(tmp_path / "split", n_train=2, n_valid=1, n_test=3, n_test_other=2, seed=5)
+    assert sorted(p.name for p in split.glob("*.tsv")) == ["test_clean.tsv", "test_other.tsv", "train.tsv", "valid.tsv"]
+    rows = lambda path: [line.split("\t") for line in path.read_text().splitlines()[1:]]   # noqa: E731
+    assert [t for _, t in rows(plain / "test.tsv")] == [t for _, t in rows(split / "test_clean.tsv")]
+    for (a, _), (b, _) in zip(rows(plain / "test.tsv"), rows(split / "test_clean.tsv")):
+        assert (plain / a).read_bytes() == (split / b).read_bytes()
+    assert len(rows(split / "test_other.tsv")) == 2
+    # the same words and speaker: only the noise level differs, and it is what the SNR says
+    words = ["three", "red", "dog"]
+    quiet = synthesize(words, np.random.default_rng(0), snr_db=(60.0, 60.0))
+    noisy = synthesize(words, np.random.default_rng(0), snr_db=(3.0, 3.0))
+    clean = synthesize(words, np.random.default_rng(0), snr_db=(200.0, 200.0))
+    def snr(x):
+        x, s = x / np.abs(x).max(), clean / np.abs(clean).max()
+        scale = (x @ s) / (s @ s)
+        return 10 * np.log10(np.sum((scale * s) ** 2) / np.sum((x - scale * s) ** 2))
+    assert 55 < snr(quiet) < 65 and 1 < snr(noisy) < 5

@@ -37,8 +37,9 @@ def test_full_presets_are_table6(task):
     assert got == TABLE6[task]
     assert (p["adam_beta1"], p["adam_beta2"], p["adam_eps"]) == (0.9, 0.98, 1e-8)
     assert p["lr_scheduler"] == "inverse_sqrt" and p["warmup_init_lr"] == 1e-7
-    # label smoothing 0.1 (methods_spec 3.3), except the LM: fairseq's adaptive_loss has none
-    assert p["label_smoothing"] == (0.0 if task == "lm" else 0.1)
+    # label smoothing 0.1 (methods_spec 3.3), except the LM (fairseq's adaptive_loss has none) and ASR
+    # (methods_spec 3.5: the S2T LibriSpeech recipe passes no --label-smoothing)
+    assert p["label_smoothing"] == (0.0 if task in ("lm", "asr") else 0.1)
 
 
 def test_full_mt_batch_is_the_papers_459k_tokens_on_any_number_of_gpus():
@@ -87,3 +88,26 @@ def test_tfixup_gets_its_own_no_warmup_recipe_without_asking():
     cfg = TrainConfig.from_preset("mt", "tiny", variant="tfixup")
     assert cfg.recipe == "tfixup" and cfg.lr_scheduler == "inverse_sqrt_nowarmup"
     assert TrainConfig.from_preset("mt", "tiny", variant="b2t").lr_scheduler == "inverse_sqrt"
+
+
+@pytest.mark.parametrize("scale", SCALES)
+def test_asr_presets_are_the_s2t_recipe(scale):
+    """methods_spec 3.5 at every scale: speech input, decoder embeddings tied and no encoder embedding,
+    no label smoothing, clip 10, beam 5 with fairseq-generate's length limit (0 x frames + 200)."""
+    cfg = TrainConfig.from_preset("asr", scale)
+    m = cfg.model
+    assert (m.encoder_input, m.share_embeddings, m.share_decoder_io) == ("speech", False, True)
+    assert (cfg.label_smoothing, cfg.clip_norm, cfg.beam, cfg.lenpen) == (0.0, 10.0, 5, 1.0)
+    assert (cfg.max_len_a, cfg.max_len_b) == (0.0, 200)
+    assert (m.specaug_freq_masks, m.specaug_freq_width, m.specaug_time_masks, m.specaug_time_proportion) == \
+        (2, 27, 2, 1.0)
+    # SpecAugment ld's T=100 frames is ~8% of a 12 s LibriSpeech utterance but most of a 1.3 s synthetic one
+    assert m.specaug_time_width == (10 if scale == "tiny" else 100)
+    if scale != "tiny":
+        assert (m.d_model, m.d_ff, m.n_heads, m.conv_channels, m.conv_kernel_sizes) == (512, 2048, 8, 1024, (5, 5))
+        assert m.dropout == m.attention_dropout == m.activation_dropout == 0.15    # T-Md
+        assert cfg.max_tokens == 40000 and cfg.average_last == 10 and cfg.save_interval_epochs == 1
+    if scale == "full":   # Table 6: 40K frames per GPU x 32 GPUs on any number of GPUs
+        assert cfg.tokens_per_update == 40000 * 32 and cfg.update_freq_for(8) == 4 and cfg.update_freq_for(32) == 1
+    for layers in (6, 12):   # the paper's 6L-6L and 12L-6L
+        assert TrainConfig.from_preset("asr", scale, encoder_layers=layers).model.encoder_layers == layers

@@ -81,6 +81,8 @@ class TFixup(Variant):
         with torch.no_grad():
             for stack in model_stacks(model).values():
                 embedding = stack.embed_tokens
+                if embedding is None or id(embedding) in scaled:
+                    continue  # a speech encoder has none; shared with the encoder: scaled once, by its factor
                 if not isinstance(embedding, nn.Embedding):
                     # T-Fixup scales one embedding matrix; an adaptive input has one per band and
                     # projections between them, for which Huang et al. define no scaling.
@@ -88,7 +90,5 @@ class TFixup(Variant):
                         f"T-Fixup's initialization scales the token embedding matrix by (9N)^(-1/4); it is not "
                         f"defined for a {type(embedding).__name__} (band embeddings and projections). Use "
                         f"--no-adaptive-input with --variant tfixup")
-                if id(embedding) in scaled:
-                    continue  # shared with the encoder: scaled once, by the encoder's factor
                 embedding.weight.mul_(tfixup_embedding_factor(stack.stack.num_layers))
                 scaled.add(id(embedding))

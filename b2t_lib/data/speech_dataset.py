@@ -152,6 +152,12 @@ class SpeechDataset:
             "nsentences": batch_size,
         }
 
+    def target_token_ids(self) -> np.ndarray:
+        """Every target id of the split, utterance after utterance (pieces and ``</s>``), 1-D int64."""
+        if not len(self):
+            return np.zeros(0, dtype=np.int64)
+        return np.concatenate([np.asarray(a.data) for a in self.targets.arrays]).astype(np.int64)
+
     # ------------------------------------------------------------------ text
     def decode(self, token_ids) -> str:
         """Model output ids -> lower-case words (:meth:`SpeechVocabulary.decode`), as WER scores them."""

@@ -25,7 +25,9 @@ so the acoustic model and the SentencePiece pieces have sub-word structure to fi
 Everything is deterministic for a seed (each utterance draws from ``default_rng([seed, split,
 index])``). :func:`write_synthetic_speech` writes WAV files and the ``.tsv`` files that
 ``prepare_librispeech.py --from-files`` reads, some at 8 kHz and some in stereo, so the tiny scale
-runs the whole real pipeline: soundfile, resampling, mix-down, fbank, CMVN, SentencePiece.
+runs the whole real pipeline: soundfile, resampling, mix-down, fbank, CMVN, SentencePiece. With
+``n_test_other`` the test set is split like LibriSpeech's into ``test_clean`` and a noisier
+``test_other`` (:func:`synthetic_splits`).
 """
 from __future__ import annotations
 
@@ -125,10 +127,14 @@ def _letter(spec: dict, *, seconds: float, f0: float, formant_scale: float, rate
     return x
 
 
+CLEAN_SNR_DB = (10.0, 30.0)   # white noise of every utterance, train/valid/test_clean
+OTHER_SNR_DB = (3.0, 13.0)    # test_other: the same speakers and words under more noise
+
+
 def synthesize(words: list[str], rng: np.random.Generator, sample_rate: int = 16000,
-               channels: int = 1) -> np.ndarray:
+               channels: int = 1, snr_db: tuple[float, float] = CLEAN_SNR_DB) -> np.ndarray:
     """Audio of ``words`` spoken by a random synthetic speaker: ``(samples,)`` or ``(samples, channels)``
-    float32 in [-1, 1]."""
+    float32 in [-1, 1], with white noise at an SNR drawn from ``snr_db`` (dB) per channel."""
     f0 = rng.uniform(90.0, 220.0)
     formant_scale = rng.uniform(0.9, 1.1)
     speed = rng.uniform(0.85, 1.2)
@@ -146,8 +152,8 @@ def synthesize(words: list[str], rng: np.random.Generator, sample_rate: int = 16
     speech_power = np.mean(speech ** 2)
     out = []
     for c in range(channels):
-        snr_db = rng.uniform(10.0, 30.0)
-        noise = rng.standard_normal(len(speech)) * np.sqrt(speech_power / 10 ** (snr_db / 10))
+        snr = rng.uniform(*snr_db)
+        noise = rng.standard_normal(len(speech)) * np.sqrt(speech_power / 10 ** (snr / 10))
         out.append((0.8 if c else 1.0) * speech + noise)
     audio = np.stack(out, axis=1)
     audio *= rng.uniform(0.2, 0.6) / (np.abs(audio).max() + 1e-9)
@@ -166,10 +172,23 @@ def synthetic_utterances(n: int, *, seed: int, split_index: int) -> list[tuple[l
     return result
 
 
+def synthetic_splits(n_train: int, n_valid: int, n_test: int, n_test_other: int = 0) -> list[tuple]:
+    """``(split name, utterances, SNR range)`` of every split :func:`write_synthetic_speech` writes:
+    ``train``, ``valid`` and ``test``, or, with ``n_test_other > 0``, ``test_clean`` (the conditions of
+    training) and ``test_other`` (noisier, :data:`OTHER_SNR_DB`), like LibriSpeech's clean/other."""
+    tests = [("test", n_test, CLEAN_SNR_DB)] if n_test_other == 0 else \
+        [("test_clean", n_test, CLEAN_SNR_DB), ("test_other", n_test_other, OTHER_SNR_DB)]
+    return [("train", n_train, CLEAN_SNR_DB), ("valid", n_valid, CLEAN_SNR_DB), *tests]
+
+
 def write_synthetic_speech(raw_dir: str | Path, *, n_train: int = 2000, n_valid: int = 100, n_test: int = 100,
-                           seed: int = 1, fraction_8k: float = 0.25, fraction_stereo: float = 0.25) -> Path:
+                           n_test_other: int = 0, seed: int = 1, fraction_8k: float = 0.25,
+                           fraction_stereo: float = 0.25) -> Path:
     """Write ``raw_dir/{train,valid,test}.tsv`` and their WAV files (16-bit PCM); return ``raw_dir``.
 
+    With ``n_test_other > 0`` the test set is ``test_clean.tsv`` (``n_test`` utterances, the same as
+    ``test`` would hold) plus a noisier ``test_other.tsv`` (:func:`synthetic_splits`): the names of
+    LibriSpeech's test splits, so the tiny ASR runs fill Table 5's test columns.
     A fraction of the files (chosen per utterance from the seed) is written at 8 kHz, another in
     stereo (the second channel 0.8 times as loud, with its own noise). Transcripts are upper-case,
     as LibriSpeech's. Re-running with the same arguments returns at once.
@@ -177,12 +196,17 @@ def write_synthetic_speech(raw_dir: str | Path, *, n_train: int = 2000, n_valid:
     raw_dir = Path(raw_dir)
     params = dict(n_train=n_train, n_valid=n_valid, n_test=n_test, seed=seed, fraction_8k=fraction_8k,
                   fraction_stereo=fraction_stereo, version=GENERATOR_VERSION)
+    if n_test_other:
+        params["n_test_other"] = n_test_other
+    splits = synthetic_splits(n_train, n_valid, n_test, n_test_other)
     marker = raw_dir / "synthetic_speech.json"
     if marker.is_file() and json.loads(marker.read_text()) == params and all(
-            (raw_dir / f"{s}.tsv").is_file() for s in ("train", "valid", "test")):
+            (raw_dir / f"{s[0]}.tsv").is_file() for s in splits):
         return raw_dir
     marker.unlink(missing_ok=True)
-    for split_index, (split, n) in enumerate((("train", n_train), ("valid", n_valid), ("test", n_test))):
+    for stale in ("test", "test_clean", "test_other"):   # a test split of an earlier layout would be read too
+        (raw_dir / f"{stale}.tsv").unlink(missing_ok=True)
+    for split_index, (split, n, snr_db) in enumerate(splits):
         (raw_dir / split).mkdir(parents=True, exist_ok=True)
         lines = ["audio\ttext"]
         for i, (words, rng) in enumerate(synthetic_utterances(n, seed=seed, split_index=split_index)):
@@ -190,21 +214,22 @@ def write_synthetic_speech(raw_dir: str | Path, *, n_train: int = 2000, n_valid:
             channels = 2 if rng.uniform() < fraction_stereo else 1
             rel = f"{split}/{i:05d}.wav"
             wav = io.BytesIO()    # through memory: libsndfile's own file flush is slow on some disks
-            sf.write(wav, synthesize(words, rng, rate, channels), rate, format="WAV", subtype="PCM_16")
+            sf.write(wav, synthesize(words, rng, rate, channels, snr_db), rate, format="WAV", subtype="PCM_16")
             (raw_dir / rel).write_bytes(wav.getvalue())
             lines.append(f"{rel}\t{' '.join(words).upper()}")
         (raw_dir / f"{split}.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
     marker.write_text(json.dumps(params), encoding="utf-8")     # last: the corpus is complete
-    log.info("wrote a synthetic speech corpus to %s (%d/%d/%d utterances)", raw_dir, n_train, n_valid, n_test)
+    log.info("wrote a synthetic speech corpus to %s (%s utterances)", raw_dir,
+             ", ".join(f"{split} {n}" for split, n, _ in splits))
     return raw_dir
 
 
 def prepare_synthetic_asr(data_dir: str | Path, *, raw_dir: str | Path | None = None, n_train: int = 2000,
-                          n_valid: int = 100, n_test: int = 100, seed: int = 1, vocab_size: int = 48,
-                          workers: int | None = None, **corpus_options) -> Path:
+                          n_valid: int = 100, n_test: int = 100, n_test_other: int = 0, seed: int = 1,
+                          vocab_size: int = 48, workers: int | None = None, **corpus_options) -> Path:
     """Generate the corpus (into ``raw_dir``, default ``data_dir/raw``) and prepare it through
     :func:`b2t_lib.data.speech.prepare_speech_from_files`, the path real local data takes."""
     data_dir = Path(data_dir)
     raw = write_synthetic_speech(raw_dir or data_dir / "raw", n_train=n_train, n_valid=n_valid, n_test=n_test,
-                                 seed=seed, **corpus_options)
+                                 n_test_other=n_test_other, seed=seed, **corpus_options)
     return prepare_speech_from_files(raw, data_dir, vocab_size=vocab_size, seed=seed, workers=workers)

@@ -75,7 +75,8 @@ class TrainConfig:
     label_smoothing: float = option(group=OPTIM, help="label smoothing epsilon")
     max_update: int = option(group=OPTIM, help="stop after this many updates")
     # ---- batching
-    max_tokens: int = option(group=BATCH, help="tokens per batch per process (padding included)")
+    max_tokens: int = option(group=BATCH, help="tokens per batch per process, padding included (--task asr: "
+                             "feature frames, 100 per second of audio)")
     update_freq: int = option(group=BATCH, help="accumulate gradients over this many batches per update")
     tokens_per_update: int = option(group=BATCH, help="target tokens per update; sets update_freq from "
                                     "max_tokens x processes (0 = use --update-freq)")
@@ -221,6 +222,9 @@ class TrainConfig:
         if self.lr_scheduler == "inverse_sqrt" and "decay_period" in explicit:
             bad("--decay-period belongs to --lr-scheduler inverse_sqrt_nowarmup; drop it or "
                 "switch the scheduler")
+        if (self.task == "asr") != (self.model.encoder_input == "speech"):
+            bad(f"--task {self.task} needs --encoder-input {'speech' if self.task == 'asr' else 'tokens'} "
+                f"(got {self.model.encoder_input!r}): only speech recognition reads audio features")
         if self.device == "cpu" and self.amp in ("bf16", "fp16"):
             bad(f"--amp {self.amp} needs --device cuda; on CPU training runs in fp32 (--amp fp32)")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import lm_task, mt_task, summarization_task  # noqa: F401  (registers "lm", "mt", "summarization")
+from . import asr_task, lm_task, mt_task, summarization_task  # noqa: F401  (registers each task's name)
 from .options import TrainConfig
 from .task import TASK_REGISTRY, Task
 
