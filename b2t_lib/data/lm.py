@@ -36,7 +36,8 @@ from b2t_lib.config import EOS, SPECIAL_TOKENS, UNK
 
 from .dictionary import Dictionary
 from .indexed import RaggedArray, token_dtype, write_ragged
-from .steps import (StepRunner, clear_digest_cache, describe_file, file_digest, file_problem, read_json,
+from . import steps
+from .steps import (StepRunner, clear_digest_cache, describe_file, file_digest, read_json,
                     write_json_atomic)
 from .unigram import unigram_cross_entropy, unigram_record  # noqa: F401  (the one computation, re-exported)
 
@@ -164,17 +165,7 @@ def split_files(out_dir: Path, split: str) -> list[Path]:
 def manifest_problem(out_dir: Path, params: dict | None = None, *, check_digest: bool = True,
                      only: list[str] | None = None) -> str | None:
     """Why ``out_dir`` is not a finished LM data set for ``params`` (``None`` if it is)."""
-    manifest = read_json(out_dir / MANIFEST)
-    if manifest is None or manifest.get("format") != FORMAT:
-        return f"{out_dir / MANIFEST} is missing or not a language-modeling manifest (preparation never finished)"
-    if params is not None and manifest.get("params") != params:
-        return "the preparation parameters or the raw files changed"
-    for rel, expected in manifest["files"].items():
-        if only is None or rel in only:
-            problem = file_problem(out_dir / rel, expected, check_digest=check_digest)
-            if problem:
-                return problem
-    return None
+    return steps.manifest_problem(out_dir, MANIFEST, FORMAT, params, check_digest=check_digest, only=only)
 
 
 def check_vocabulary_size(vocab: dict, expected: int | None, source: str) -> None:

@@ -40,7 +40,8 @@ from .bpe import BPE, learn_bpe, load_codes, save_codes
 from .dictionary import Dictionary
 from .indexed import RaggedArray, token_dtype, write_ragged
 from ..files import write_json_atomic
-from .steps import StepRunner, clear_digest_cache, describe_file, file_digest, file_problem, read_json
+from . import steps
+from .steps import StepRunner, clear_digest_cache, describe_file, file_digest
 from .text import TOKENIZERS, clean_raw_line, default_workers, keep_pair, tokenize_pairs
 from .unigram import unigram_cross_entropy, unigram_record
 
@@ -172,18 +173,8 @@ def split_files(out_dir: Path, split: str, lang: str) -> list[Path]:
 
 def manifest_problem(out_dir: Path, params: dict | None = None, *, check_digest: bool = True,
                      only: list[str] | None = None) -> str | None:
-    """Why ``out_dir`` is not a finished data set for ``params`` (``None`` if it is)."""
-    manifest = read_json(out_dir / MANIFEST)
-    if manifest is None or manifest.get("format") != FORMAT:
-        return f"{out_dir / MANIFEST} is missing or unreadable (preparation never finished)"
-    if params is not None and manifest.get("params") != params:
-        return "the preparation parameters or the raw files changed"
-    for rel, expected in manifest["files"].items():
-        if only is None or rel in only:
-            problem = file_problem(out_dir / rel, expected, check_digest=check_digest)
-            if problem:
-                return problem
-    return None
+    """Why ``out_dir`` is not a finished translation data set for ``params`` (``None`` if it is)."""
+    return steps.manifest_problem(out_dir, MANIFEST, FORMAT, params, check_digest=check_digest, only=only)
 
 
 def prepare_translation_data(raw_dir: str | Path, out_dir: str | Path, *, src_lang: str, tgt_lang: str,

@@ -49,7 +49,8 @@ from .indexed import RaggedAppender, RaggedArray, token_dtype, write_ragged
 from .speech_sources import (HUB_CONFIG, HUB_DATASET, HUB_SPLIT_SIZES, HUB_SPLITS, Utterance, find_tsv_splits,
                              iter_hub_split, read_tsv_split)
 from .speech_vocab import SpeechVocabulary, normalize_transcript, train_sentencepiece
-from .steps import (StepRunner, clear_digest_cache, describe_file, file_digest, file_problem, read_json,
+from . import steps
+from .steps import (StepRunner, clear_digest_cache, describe_file, file_digest, read_json,
                     write_json_atomic)
 from .text import default_workers
 
@@ -213,17 +214,7 @@ def _order_splits(splits: Iterable[str]) -> list[str]:
 def manifest_problem(out_dir: Path, params: dict | None = None, *, check_digest: bool = True,
                      only: list[str] | None = None) -> str | None:
     """Why ``out_dir`` is not a finished speech data set for ``params`` (``None`` if it is)."""
-    manifest = read_json(out_dir / MANIFEST)
-    if manifest is None or manifest.get("format") != FORMAT:
-        return f"{out_dir / MANIFEST} is missing or unreadable (preparation never finished)"
-    if params is not None and manifest.get("params") != params:
-        return "the preparation parameters or the source files changed"
-    for rel, expected in manifest["files"].items():
-        if only is None or rel in only:
-            problem = file_problem(out_dir / rel, expected, check_digest=check_digest)
-            if problem:
-                return problem
-    return None
+    return steps.manifest_problem(out_dir, MANIFEST, FORMAT, params, check_digest=check_digest, only=only)
 
 
 def _prepare(out_dir: Path, parts: list[Part], source: dict, *, vocab_size: int, seed: int, workers: int | None,

@@ -78,6 +78,25 @@ def read_json(path: Path) -> dict | None:
         return None
 
 
+def manifest_problem(out_dir: Path, manifest_name: str, data_format: str, params: dict | None = None, *,
+                     check_digest: bool = True, only: list[str] | None = None) -> str | None:
+    """Why ``out_dir`` is not a finished data set of ``data_format`` prepared with ``params``
+    (``None`` if it is): its manifest must exist, name the format and the parameters, and every file it
+    records (or those in ``only``) must have the recorded size and checksum."""
+    manifest = read_json(out_dir / manifest_name)
+    if manifest is None or manifest.get("format") != data_format:
+        return (f"{out_dir / manifest_name} is missing, unreadable or not a {data_format} manifest "
+                f"(preparation never finished)")
+    if params is not None and manifest.get("params") != params:
+        return "the preparation parameters or the source files changed"
+    for rel, expected in manifest["files"].items():
+        if only is None or rel in only:
+            problem = file_problem(out_dir / rel, expected, check_digest=check_digest)
+            if problem:
+                return problem
+    return None
+
+
 @contextlib.contextmanager
 def atomic_outputs(paths: list[Path]) -> Iterator[list[Path]]:
     """Yield temporary paths; rename them onto ``paths`` only if the block finishes."""

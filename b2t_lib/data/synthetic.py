@@ -27,6 +27,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 NOUNS = """dog cat horse bird mouse cow sheep goat fox wolf bear lion tiger rabbit duck frog snake
 owl child man woman teacher doctor farmer king queen baker painter singer soldier student
@@ -244,6 +245,23 @@ def _detokenize(words: list[str]) -> str:
     return text[0].upper() + text[1:]
 
 
+def draw_distinct_pairs(n: int, draw: Callable[[], tuple[str, str]], seen: set[str], what: str
+                        ) -> list[tuple[str, str]]:
+    """``n`` pairs from ``draw()`` whose first sides are distinct and not in ``seen`` (each one
+    produced is added to it: that keeps train, valid and test disjoint)."""
+    out: list[tuple[str, str]] = []
+    attempts = 0
+    while len(out) < n:
+        attempts += 1
+        if attempts > 20 * n + 1000:
+            raise RuntimeError(f"could not draw {n} distinct {what}; ask for fewer")
+        src, tgt = draw()
+        if src not in seen:
+            seen.add(src)
+            out.append((src, tgt))
+    return out
+
+
 def generate_synthetic_pairs(n: int, seed: int = 0, *, skip: set[str] | None = None) -> list[tuple[str, str]]:
     """``n`` distinct (English, pseudo-German) raw sentence pairs of the seed's language pair.
 
@@ -252,18 +270,8 @@ def generate_synthetic_pairs(n: int, seed: int = 0, *, skip: set[str] | None = N
     """
     pair = SyntheticLanguagePair(seed)
     rng = random.Random(f"sentences-{seed}-{len(skip) if skip else 0}")
-    seen = skip if skip is not None else set()
-    out: list[tuple[str, str]] = []
-    attempts = 0
-    while len(out) < n:
-        attempts += 1
-        if attempts > 20 * n + 1000:
-            raise RuntimeError(f"could not draw {n} distinct sentences; ask for fewer")
-        src, tgt = pair.render(pair.sample_sentence(rng))
-        if src not in seen:
-            seen.add(src)
-            out.append((src, tgt))
-    return out
+    return draw_distinct_pairs(n, lambda: pair.render(pair.sample_sentence(rng)),
+                               skip if skip is not None else set(), "sentences")
 
 
 def synthetic_splits(*, n_train: int, n_valid: int, n_test: int, seed: int) -> dict[str, list[tuple[str, str]]]:

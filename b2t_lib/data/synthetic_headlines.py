@@ -32,7 +32,7 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-from .synthetic import Clause, Sentence, SyntheticLanguagePair
+from .synthetic import Clause, Sentence, SyntheticLanguagePair, draw_distinct_pairs
 from .text import digits_to_hash
 
 GENERATOR_VERSION = 1   # bump when the grammar changes, so prepared data is regenerated
@@ -143,18 +143,8 @@ def generate_headline_pairs(n: int, seed: int = 0, *, skip: set[str] | None = No
     produced (and the produced ones are added to it), which keeps the splits disjoint."""
     task = HeadlineTask(seed)
     rng = random.Random(f"headlines-{seed}-{len(skip) if skip else 0}")
-    seen = skip if skip is not None else set()
-    out: list[tuple[str, str]] = []
-    attempts = 0
-    while len(out) < n:
-        attempts += 1
-        if attempts > 20 * n + 1000:
-            raise RuntimeError(f"could not draw {n} distinct articles; ask for fewer")
-        article, headline = task.render(task.sample_story(rng))
-        if article not in seen:
-            seen.add(article)
-            out.append((article, headline))
-    return out
+    return draw_distinct_pairs(n, lambda: task.render(task.sample_story(rng)),
+                               skip if skip is not None else set(), "articles")
 
 
 def headline_splits(*, n_train: int, n_valid: int, n_test: int, seed: int) -> dict[str, list[tuple[str, str]]]:
