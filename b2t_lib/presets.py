@@ -275,12 +275,20 @@ RECIPES: dict[str, dict] = {
 }
 
 # How a task makes the data a preset names when its folder holds no finished preparation (the tiny
-# presets generate theirs from ``synthetic_train_pairs``): the options of the task's preparation function
-# (for MT, b2t_lib.data.prepare_wmt14_en_de, what data_scripts/prepare_wmt14_en_de.py runs). The small MT
-# data is a seeded random 1M-pair subset of WMT'14 (test sets unchanged).
+# presets generate theirs from ``synthetic_train_pairs``): the options of the task's ``prepare_real``
+# (what its data_scripts/ command runs). The small MT data is a seeded random 1M-pair subset of WMT'14,
+# the small headline data a 500K-pair subset of Gigaword (test sets unchanged); the small LM reads all of
+# WikiText-103 (its presets cut the updates instead); small ASR trains on train-clean-100 (100 h).
 DATA_PREPARATION: dict[tuple[str, str], dict] = {
     ("mt", "small"): dict(max_pairs=1_000_000),
     ("mt", "full"): dict(),
+    ("summarization", "small"): dict(max_pairs=500_000),
+    ("summarization", "full"): dict(),
+    ("lm", "small"): dict(),
+    ("lm", "full"): dict(),
+    ("asr", "small"): dict(splits=("train.clean.100", "validation.clean", "validation.other", "test.clean",
+                                   "test.other")),   # = data.speech_sources.SMALL_HUB_SPLITS (tested)
+    ("asr", "full"): dict(),
 }
 
 # Kept for notebook 06's printed commands until its cells use the launcher, which prints each run's estimated

@@ -111,3 +111,29 @@ def test_asr_presets_are_the_s2t_recipe(scale):
         assert cfg.tokens_per_update == 40000 * 32 and cfg.update_freq_for(8) == 4 and cfg.update_freq_for(32) == 1
     for layers in (6, 12):   # the paper's 6L-6L and 12L-6L
         assert TrainConfig.from_preset("asr", scale, encoder_layers=layers).model.encoder_layers == layers
+
+
+def test_every_task_prepares_its_real_data_at_small_and_full_scale(tmp_path, monkeypatch):
+    """At small/full a missing data folder is prepared by the task's ``prepare_real`` with the options of
+    DATA_PREPARATION (what its data_scripts/ command runs); the tiny scale never downloads."""
+    from b2t_lib.data.speech_sources import SMALL_HUB_SPLITS
+    from b2t_lib.presets import DATA_PREPARATION
+    from b2t_lib.train import TrainConfig
+    from b2t_lib.train.task import Task
+    from b2t_lib.train.tasks import build_task
+
+    assert DATA_PREPARATION[("asr", "small")]["splits"] == SMALL_HUB_SPLITS
+    calls = []
+    for task_name in ("mt", "summarization", "lm", "asr"):
+        for scale in ("small", "full"):
+            task = build_task(TrainConfig.from_preset(task_name, scale, data=str(tmp_path / task_name / scale)))
+            assert type(task).prepare_real is not Task.prepare_real, f"{task_name} downloads nothing"
+            monkeypatch.setattr(type(task), "prepare_real", lambda self, path, **options: calls.append(
+                (self.name, self.cfg.scale, path, options)) or path)
+            assert task.prepare_data() == tmp_path / task_name / scale
+            assert calls[-1] == (task_name, scale, tmp_path / task_name / scale, DATA_PREPARATION[(task_name, scale)])
+        tiny = build_task(TrainConfig.from_preset(task_name, "tiny", data=str(tmp_path / "none"),
+                                                  synthetic_train_pairs=0))
+        with pytest.raises(FileNotFoundError, match=f"no prepared .* at {tmp_path / 'none'}. Prepare"):
+            tiny.prepare_data()
+    assert len(calls) == 8

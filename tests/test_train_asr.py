@@ -154,7 +154,8 @@ def test_missing_data_is_generated_at_tiny_scale_or_explained(tmp_path, monkeypa
     from b2t_lib.train import asr_task
 
     with pytest.raises(FileNotFoundError, match="prepare_librispeech.py"):
-        build_task(TrainConfig.from_preset("asr", "small", data=str(tmp_path / "none"))).prepare_data()
+        build_task(TrainConfig.from_preset("asr", "tiny", data=str(tmp_path / "none"),
+                                           synthetic_train_pairs=0)).prepare_data()
     for name, value in (("SYNTHETIC_VALID", 3), ("SYNTHETIC_TEST", 3), ("SYNTHETIC_TEST_OTHER", 3),
                         ("SYNTHETIC_VOCAB_SIZE", 36)):
         monkeypatch.setattr(asr_task, name, value)

@@ -46,7 +46,7 @@ def test_the_task_is_translation_with_its_own_data_and_metric_only():
     """No copied code: the summarization task inherits MT's data loading, batching, model and decoding."""
     assert issubclass(SummarizationTask, TranslationTask)
     own = {name for name, value in vars(SummarizationTask).items() if inspect.isfunction(value)}
-    assert own == {"prepare_synthetic", "how_to_prepare", "score", "metrics"}
+    assert own == {"prepare_synthetic", "prepare_real", "how_to_prepare", "score", "metrics"}
     assert build_task(TrainConfig.from_preset("summarization", "tiny")).metric == "rouge"
 
 
@@ -61,7 +61,8 @@ def test_metrics_follow_the_contract_main_split_at_the_top_level():
 
 
 def test_missing_data_says_how_to_prepare_gigaword(tmp_path):
-    task = build_task(TrainConfig.from_preset("summarization", "small", data=str(tmp_path / "none")))
+    task = build_task(TrainConfig.from_preset("summarization", "tiny", data=str(tmp_path / "none"),
+                                              synthetic_train_pairs=0))
     with pytest.raises(FileNotFoundError, match="no prepared headline data at .*prepare_gigaword.py --out-dir"):
         task.prepare_data()
 

@@ -81,28 +81,27 @@ class SpeechRecognitionTask(Task):
         self.manifest: dict = {}
 
     # ---------------------------------------------------------------- data
-    def data_dir(self) -> Path:
-        return Path(self.cfg.data)
+    data_kind = "speech data"
 
-    def prepare_data(self) -> Path:
-        """The data directory. A folder without a finished preparation (no manifest) is generated as the
-        synthetic spoken-word corpus when ``synthetic_train_pairs`` > 0 (tiny scale; finished steps are
-        reused); otherwise the user is told how to prepare LibriSpeech."""
-        from ..data.speech import MANIFEST
+    def prepare_synthetic(self, path: Path) -> Path:
+        """The synthetic spoken-word corpus (tiny scale; finished steps are reused)."""
         from ..data.synthetic_speech import prepare_synthetic_asr
 
-        path = self.data_dir()
-        if (path / MANIFEST).is_file():
-            return path
-        if self.cfg.synthetic_train_pairs > 0:
-            return prepare_synthetic_asr(path, n_train=self.cfg.synthetic_train_pairs, n_valid=SYNTHETIC_VALID,
-                                         n_test=SYNTHETIC_TEST, n_test_other=SYNTHETIC_TEST_OTHER, seed=1,
-                                         vocab_size=SYNTHETIC_VOCAB_SIZE, workers=1)
-        raise FileNotFoundError(
-            f"no prepared speech data at {path}. Prepare LibriSpeech with "
-            f"`python data_scripts/prepare_librispeech.py --out-dir {path}` (the small scale: add "
-            f"--splits train.clean.100 validation.clean validation.other test.clean test.other), or your own "
-            f"audio with --from-files DIR, or pass --data to a prepared directory")
+        return prepare_synthetic_asr(path, n_train=self.cfg.synthetic_train_pairs, n_valid=SYNTHETIC_VALID,
+                                     n_test=SYNTHETIC_TEST, n_test_other=SYNTHETIC_TEST_OTHER, seed=1,
+                                     vocab_size=SYNTHETIC_VOCAB_SIZE, workers=1)
+
+    def prepare_real(self, path: Path, **options) -> Path:
+        """Stream LibriSpeech from the Hub into ``path`` (``options``: the splits), as
+        ``data_scripts/prepare_librispeech.py --out-dir PATH`` does."""
+        from ..data.speech import prepare_librispeech
+
+        return prepare_librispeech(path, **options)
+
+    def how_to_prepare(self, path: Path) -> str:
+        return (f"Prepare LibriSpeech with `python data_scripts/prepare_librispeech.py --out-dir {path}` (the small "
+                f"scale: add --splits train.clean.100 validation.clean validation.other test.clean test.other), or "
+                f"your own audio with --from-files DIR, or pass --data to a prepared directory")
 
     def load_datasets(self) -> None:
         from ..data.speech_dataset import load_speech_split, speech_manifest

@@ -65,25 +65,25 @@ class LanguageModelingTask(Task):
         self.valid_data = None
 
     # ---------------------------------------------------------------- data
-    def data_dir(self) -> Path:
-        return Path(self.cfg.data)
+    data_kind = "language-modeling data"
 
-    def prepare_data(self) -> Path:
-        """The data directory. A folder without a finished preparation (no manifest) is generated as
-        the synthetic corpus when ``synthetic_train_pairs`` (training tokens here) > 0; otherwise the
-        user is told how to prepare WikiText-103. Called by one process; the others wait."""
-        from ..data.lm import MANIFEST
+    def prepare_synthetic(self, path: Path) -> Path:
+        """The synthetic corpus (``synthetic_train_pairs`` counts training tokens here)."""
         from ..data.synthetic_lm import prepare_synthetic_lm
 
-        path = self.data_dir()
-        if (path / MANIFEST).is_file():
-            return path
-        if self.cfg.synthetic_train_pairs > 0:
-            return prepare_synthetic_lm(path, train_tokens=self.cfg.synthetic_train_pairs)
-        raise FileNotFoundError(
-            f"no prepared language-modeling data at {path}. Prepare WikiText-103 with "
-            f"`python data_scripts/prepare_wikitext103.py --out-dir {path}` (or --from-files DIR for your own "
-            f"tokenized corpus), or pass --data to a prepared directory")
+        return prepare_synthetic_lm(path, train_tokens=self.cfg.synthetic_train_pairs)
+
+    def prepare_real(self, path: Path, **options) -> Path:
+        """Download WikiText-103 into ``path/raw`` and prepare it into ``path`` (checked against its
+        published sizes), as ``data_scripts/prepare_wikitext103.py --out-dir PATH`` does."""
+        from ..data.lm import WIKITEXT103_VOCAB, download_wikitext103, prepare_lm_data
+
+        raw_dir = download_wikitext103(path / "raw")
+        return prepare_lm_data(raw_dir, path, expected_vocab=WIKITEXT103_VOCAB, **options)
+
+    def how_to_prepare(self, path: Path) -> str:
+        return (f"Prepare WikiText-103 with `python data_scripts/prepare_wikitext103.py --out-dir {path}` (or "
+                f"--from-files DIR for your own tokenized corpus), or pass --data to a prepared directory")
 
     def load_datasets(self) -> None:
         from ..data.lm_dataset import load_lm_split

@@ -44,30 +44,6 @@ class TranslationTask(Task):
         self.valid_data = None
 
     # ---------------------------------------------------------------- data
-    def data_dir(self) -> Path:
-        return Path(self.cfg.data)
-
-    def prepare_data(self) -> Path:
-        """The data directory. A folder without a finished preparation (no manifest) is generated
-        as the synthetic task when ``synthetic_train_pairs`` > 0 (finished steps are reused); at the
-        small and full scale the real data set is downloaded and prepared into it (:meth:`prepare_real`
-        with the options of ``presets.DATA_PREPARATION``, as the task's ``data_scripts/`` command does;
-        restartable); otherwise the user is told how to prepare it. Called by one process; the others wait."""
-        from ..data.prepare import MANIFEST
-        from ..presets import DATA_PREPARATION
-
-        path = self.data_dir()
-        if (path / MANIFEST).is_file():
-            return path
-        if self.cfg.synthetic_train_pairs > 0:
-            return self.prepare_synthetic(path)
-        options = DATA_PREPARATION.get((self.name, self.cfg.scale))
-        if options is None:
-            raise FileNotFoundError(f"no prepared {self.data_kind} at {path}. {self.how_to_prepare(path)}")
-        logger.info("no prepared data at %s: downloading and preparing the %s (%s scale: %s)", path,
-                    self.data_kind, self.cfg.scale, options or "the whole data set")
-        return self.prepare_real(path, **options)
-
     def prepare_synthetic(self, path: Path) -> Path:
         """Generate this task's synthetic data set (the tiny scale) into ``path``."""
         from ..data import prepare_synthetic_mt

@@ -6,8 +6,8 @@ is translation from "article" to "headline": the same encoder-decoder, the same 
 token batches and the same beam search. :class:`SummarizationTask` is therefore a
 :class:`~b2t_lib.train.mt_task.TranslationTask` that differs in three places only:
 
-* its data: :func:`~b2t_lib.data.prepare_synthetic_summarization` at the tiny scale,
-  ``data_scripts/prepare_gigaword.py`` otherwise;
+* its data: :func:`~b2t_lib.data.prepare_synthetic_summarization` at the tiny scale, Gigaword
+  otherwise (downloaded by :meth:`SummarizationTask.prepare_real`, as ``data_scripts/prepare_gigaword.py``);
 * its decoding settings (presets): beam 5, length penalty 1.0 and fairseq's length defaults
   (``min_len`` 1, ``max_len_a`` 0, ``max_len_b`` 200); see the comment in :mod:`b2t_lib.presets`;
 * its metric: F1 of ROUGE-1, ROUGE-2 and ROUGE-L (:func:`b2t_lib.metrics.corpus_rouge`,
@@ -43,6 +43,15 @@ class SummarizationTask(TranslationTask):
         from ..data import prepare_synthetic_summarization
 
         return prepare_synthetic_summarization(path, n_train=self.cfg.synthetic_train_pairs, seed=0)
+
+    def prepare_real(self, path: Path, **options) -> Path:
+        """Download Gigaword (Rush et al.'s release) into ``path/raw`` and prepare it into ``path``, as
+        ``data_scripts/prepare_gigaword.py --out-dir PATH`` does with ``options`` as its flags."""
+        from ..data import download_gigaword, prepare_summarization_data
+
+        raw_dir = download_gigaword(path / "raw")
+        # Our own extraction, checked against the release's counts: no second file check.
+        return prepare_summarization_data(raw_dir, path, tokenizer="none", check_files=False, **options)
 
     def how_to_prepare(self, path: Path) -> str:
         return (f"Prepare Gigaword (Rush et al. 2015) with `python data_scripts/prepare_gigaword.py --out-dir "

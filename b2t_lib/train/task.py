@@ -17,6 +17,7 @@ Every task also gives the bar of the "Training failed" rule (:mod:`.failure`):
 """
 from __future__ import annotations
 
+import logging
 from abc import ABC, abstractmethod
 from pathlib import Path
 
@@ -28,6 +29,8 @@ from ..config import ModelConfig
 from ..loss import LossOutput, label_smoothed_nll_loss
 from ..model import forward_batch
 from .options import TrainConfig
+
+logger = logging.getLogger(__name__)
 
 
 class Task(ABC):
@@ -41,8 +44,46 @@ class Task(ABC):
         self.cfg = cfg
 
     # ---------------------------------------------------------------- data
-    def prepare_data(self):
-        """Generate or check the data on disk (run by one process while the others wait)."""
+    data_kind: str = "data"     # what the task reads, for messages ("translation data", ...)
+
+    def data_dir(self) -> Path:
+        return Path(self.cfg.data)
+
+    def prepare_data(self) -> Path:
+        """The data directory, ready to load (run by one process while the others wait).
+
+        A folder with a finished preparation (its ``manifest.json``) is used as it is. Otherwise the
+        tiny presets generate their synthetic data set (``synthetic_train_pairs`` > 0, :meth:`prepare_synthetic`);
+        at the small and full scale the real data set is downloaded and prepared into the folder
+        (:meth:`prepare_real` with the options of ``presets.DATA_PREPARATION``, what the task's
+        ``data_scripts/`` command does; restartable, finished steps are kept); anything else is refused
+        with the command that prepares it (:meth:`how_to_prepare`).
+        """
+        from ..presets import DATA_PREPARATION
+
+        path = self.data_dir()
+        if (path / "manifest.json").is_file():
+            return path
+        if self.cfg.synthetic_train_pairs > 0:
+            return self.prepare_synthetic(path)
+        options = DATA_PREPARATION.get((self.name, self.cfg.scale))
+        if options is None:
+            raise FileNotFoundError(f"no prepared {self.data_kind} at {path}. {self.how_to_prepare(path)}")
+        logger.info("no prepared data at %s: downloading and preparing the %s (%s scale: %s)", path,
+                    self.data_kind, self.cfg.scale, options or "the whole data set")
+        return self.prepare_real(path, **options)
+
+    def prepare_synthetic(self, path: Path) -> Path:
+        """Generate the task's synthetic data set (the tiny scale) into ``path``."""
+        raise FileNotFoundError(f"the {self.name} task has no synthetic data set. {self.how_to_prepare(path)}")
+
+    def prepare_real(self, path: Path, **options) -> Path:
+        """Download and prepare the task's real data set into ``path``."""
+        raise FileNotFoundError(f"no prepared {self.data_kind} at {path}. {self.how_to_prepare(path)}")
+
+    def how_to_prepare(self, path: Path) -> str:
+        """What to tell a user whose ``--data`` folder holds no prepared data set."""
+        return "Pass --data to a prepared directory"
 
     @abstractmethod
     def load_datasets(self) -> None:
