@@ -10,6 +10,10 @@ NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with notebooks/sanitize.c
 # code path) is left out by default: it costs about 40 % more CPU time in the training notebooks, which CI's time
 # budget cannot spare. Add it when you can wait: make test-portable PORTABLE_ENV="... MKL_CBWR=COMPATIBLE".
 PORTABLE_ENV ?= OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 ATEN_CPU_CAPABILITY=default
+# Tests and notebooks run in two pytest-xdist workers, one file (one notebook kernel) per worker at a time: almost
+# every test and notebook computes on one thread, so two workers use a two-core machine (CI's) fully. Concurrent
+# data preparation is safe (each preparation step holds a file lock). JOBS="-n 0" runs everything in one process.
+JOBS ?= -n 2 --dist loadfile
 
 .PHONY: setup test test-portable unit-tests course lab notebooks clean help
 
@@ -36,13 +40,13 @@ setup: $(STAMP)
 # already holds, so a test that reused runs/ would not train.
 test: $(STAMP)
 	@runs=$$(mktemp -d -t b2t_runs.XXXXXX) && trap 'rm -rf "$$runs"' EXIT && \
-	echo "B2T_RUNS=$$runs B2T_SCALE=tiny $(BIN)/python -m pytest $(NBVAL) tests notebooks" && \
-	B2T_RUNS=$$runs B2T_SCALE=tiny $(BIN)/python -m pytest $(NBVAL) tests notebooks
+	echo "B2T_RUNS=$$runs B2T_SCALE=tiny $(BIN)/python -m pytest $(JOBS) $(NBVAL) tests notebooks" && \
+	B2T_RUNS=$$runs B2T_SCALE=tiny $(BIN)/python -m pytest $(JOBS) $(NBVAL) tests notebooks
 
 test-portable: $(STAMP)
 	@runs=$$(mktemp -d -t b2t_runs.XXXXXX) && trap 'rm -rf "$$runs"' EXIT && \
-	echo "B2T_RUNS=$$runs B2T_SCALE=tiny $(PORTABLE_ENV) $(BIN)/python -m pytest $(NBVAL) notebooks" && \
-	B2T_RUNS=$$runs B2T_SCALE=tiny $(PORTABLE_ENV) $(BIN)/python -m pytest $(NBVAL) notebooks
+	echo "B2T_RUNS=$$runs B2T_SCALE=tiny $(PORTABLE_ENV) $(BIN)/python -m pytest $(JOBS) $(NBVAL) notebooks" && \
+	B2T_RUNS=$$runs B2T_SCALE=tiny $(PORTABLE_ENV) $(BIN)/python -m pytest $(JOBS) $(NBVAL) notebooks
 
 unit-tests: $(STAMP)
 	@runs=$$(mktemp -d -t b2t_runs.XXXXXX) && trap 'rm -rf "$$runs"' EXIT && \

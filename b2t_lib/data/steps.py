@@ -18,6 +18,7 @@ inputs' digests changed or its record is gone).
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import logging
@@ -151,10 +152,20 @@ class StepRunner:
 
     def run(self, name: str, params: dict, inputs: list[Path], outputs: list[Path],
             build: Callable[[list[Path]], None]) -> None:
-        """Skip step ``name`` if done; else call ``build(tmp_outputs)`` and record the result."""
+        """Skip step ``name`` if done; else call ``build(tmp_outputs)`` and record the result.
+
+        The step holds a lock (``work_dir/steps/<name>.lock``, ``flock``) while it checks and builds, so two
+        processes preparing the same folder at once (two notebooks, two test workers) do not build it
+        twice: the second waits, then finds the step done."""
         missing = [p for p in inputs if not p.is_file()]
         if missing:
             raise FileNotFoundError(f"step {name} needs {missing[0]}, which does not exist")
+        self.records.mkdir(parents=True, exist_ok=True)
+        with open(self.records / f"{name}.lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)       # released when the file closes
+            self._run_locked(name, params, inputs, outputs, build)
+
+    def _run_locked(self, name, params, inputs, outputs, build) -> None:
         if self.is_done(name, params, inputs, outputs):
             log.info("step %s: up to date, skipping", name)
             self.skipped.append(name)
