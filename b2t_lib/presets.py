@@ -291,14 +291,6 @@ DATA_PREPARATION: dict[tuple[str, str], dict] = {
     ("asr", "full"): dict(),
 }
 
-# Kept for notebook 06's printed commands until its cells use the launcher, which prints each run's estimated
-# GPU-hours itself (b2t_lib.train.cost, README "What it costs"); the numbers live there only.
-EXPECTED_COST = {
-    (task, scale, depth): f"see `python -m b2t_lib estimate --task {task} --scale {scale} --encoder-layers "
-                          f"{depth.split('L')[0]} --decoder-layers {depth.split('L')[0]}` (estimated GPU-hours)"
-    for task in ("mt",) for scale in ("small", "full") for depth in ("6L-6L", "18L-18L")
-}
-
 
 def preset(task: str, scale: str) -> dict:
     """All training options of ``task`` at ``scale`` (a fresh dict the caller may change)."""
