@@ -310,6 +310,25 @@ def test_the_manifest_stores_the_baseline_the_trainers_nll_gives_a_frequency_onl
 
 
 @pytest.mark.slow
+def test_data_prepared_before_the_baseline_was_stored_gets_it_without_loading_first(small_data, tmp_path):
+    """A data folder from an older version has no baseline in its manifest: a task that has not loaded its
+    data yet (a notebook asking for the baseline first) computes it, caches it, and gets the stored value."""
+    import shutil
+
+    from b2t_lib.train import build_task
+
+    old = tmp_path / "old_data"
+    shutil.copytree(small_data, old)
+    manifest = json.loads((old / "manifest.json").read_text())
+    expected = manifest.pop("unigram")["valid"]["bits_per_token"]
+    (old / "manifest.json").write_text(json.dumps(manifest))
+    assert stored_unigram_baseline(old) is None
+    task = build_task(tiny(old, "unused"))                    # nothing loaded
+    assert task.unigram_baseline() == pytest.approx(expected, abs=1e-9)
+    assert (old / CACHE_NAME).is_file() and stored_unigram_baseline(old) == pytest.approx(expected, abs=1e-9)
+
+
+@pytest.mark.slow
 def test_a_stalled_run_stops_at_the_first_validation_after_the_deadline_and_keeps_what_it_wrote(small_data, tmp_path):
     # A margin no 1L model can reach in 20 updates: the NLL is above the bar at every validation.
     record = Trainer(tiny(small_data, tmp_path / "run", stall_margin=100.0, save_interval=4)).train()

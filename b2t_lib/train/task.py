@@ -122,8 +122,13 @@ class Task(ABC):
         """
         from ..data.unigram import cached_unigram_baseline, unigram_cross_entropy
 
-        return cached_unigram_baseline(Path(self.cfg.data), lambda: unigram_cross_entropy(
-            self.target_token_ids("train"), self.target_token_ids("valid"), self.target_vocab_size()))
+        def compute() -> float:
+            if hasattr(self, "train_data") and self.train_data is None:   # data from before the baseline was stored
+                self.load_datasets()
+            return unigram_cross_entropy(self.target_token_ids("train"), self.target_token_ids("valid"),
+                                         self.target_vocab_size())
+
+        return cached_unigram_baseline(Path(self.cfg.data), compute)
 
     # ---------------------------------------------------------------- model and loss
     def model_config(self) -> ModelConfig:
