@@ -76,7 +76,8 @@ def same_tensors(a: dict, b: dict) -> bool:
 def test_killed_launcher_and_run_then_relaunch_skips_finished_and_resumes_bitwise(data_dir, runs, tmp_path,
                                                                                    capsys):
     configs = {"short": tiny(data_dir),                                   # finishes while nobody waits
-               "long": tiny(data_dir, variant="post_ln", max_update=80, save_interval=1)}  # killed mid-run
+               # killed mid-run: long enough that it cannot end between the test's check and its kill on a busy machine
+               "long": tiny(data_dir, variant="post_ln", max_update=300, save_interval=5, stall_deadline=0)}
     plan = tmp_path / "configs.json"
     plan.write_text(json.dumps({n: c.to_dict() for n, c in configs.items()}))
     script = tmp_path / "launcher.py"
@@ -101,7 +102,7 @@ def test_killed_launcher_and_run_then_relaunch_skips_finished_and_resumes_bitwis
     killed = read_json(long_dir / "launch.json")
     assert killed["exit_code"] == -signal.SIGKILL and killed["attempt"] == 1
     stopped_at = newest_readable_checkpoint(long_dir)[1]["trainer"]["num_updates"]   # what --resume reads
-    assert 10 <= stopped_at < 80
+    assert 10 <= stopped_at < 300
     first_short = read_json(group / "short" / "result.json")
 
     records = launch(configs, "kill", devices=["cpu", "cpu"], detach=True, poll_interval=0.2, progress_interval=0.5)
@@ -112,17 +113,17 @@ def test_killed_launcher_and_run_then_relaunch_skips_finished_and_resumes_bitwis
     assert read_json(group / "short" / "launch.json")["attempt"] == 1
     assert read_json(long_dir / "launch.json")["attempt"] == 2 and records["long"]["status"] == "completed"
     assert "resuming from" in (long_dir / "train.log").read_text()
-    assert records["long"]["metrics"]["num_updates"] == 80
+    assert records["long"]["metrics"]["num_updates"] == 300
 
     reference = tmp_path / "uninterrupted"                                        # the same run, never stopped
     Trainer(configs["long"].replace(save_dir=str(reference), progress_bar=False)).train()
     a, b = load_checkpoint(reference / "checkpoint_last.pt"), load_checkpoint(long_dir / "checkpoint_last.pt")
-    assert a["trainer"]["num_updates"] == b["trainer"]["num_updates"] == 80
+    assert a["trainer"]["num_updates"] == b["trainer"]["num_updates"] == 300
     assert same_tensors(a["model"], b["model"])                                    # bitwise
     exp_avg = lambda s: [v["exp_avg"] for v in s["optimizer"]["state"].values()]  # noqa: E731
     assert all(torch.equal(x, y) for x, y in zip(exp_avg(a), exp_avg(b)))
     assert [e["loss"] for e in read_log(reference, "train")] == [e["loss"] for e in read_log(long_dir, "train")]
-    print(f"killed the launcher, then the long run at update >= {stopped_at}; relaunched: resumed to 80, "
+    print(f"killed the launcher, then the long run at update >= {stopped_at}; relaunched: resumed to 300, "
           f"bitwise equal to the uninterrupted run")
 
 
@@ -218,7 +219,10 @@ def test_the_translation_task_prepares_wmt_at_the_small_scale_through_the_data_s
 def test_interrupting_the_wait_asks_nothing_and_stops_no_run(data_dir, runs, tmp_path):
     """A cell interrupt is a KeyboardInterrupt in the waiting process: it stops waiting, says so, the run goes on."""
     plan = tmp_path / "configs.json"
-    plan.write_text(json.dumps({"one": tiny(data_dir, max_update=40).to_dict()}))
+    # long enough (seconds even on an idle machine) that the run cannot end before the signal arrives, even when
+    # this process is not scheduled for a while on a busy CI machine
+    config = tiny(data_dir, max_update=1500, save_interval=500, stall_deadline=0)   # the rule is not under test
+    plan.write_text(json.dumps({"one": config.to_dict()}))
     script = tmp_path / "launcher.py"
     script.write_text(LAUNCHER)
     launcher = subprocess.Popen([sys.executable, str(script), str(plan), "interrupt"], stdin=subprocess.DEVNULL,
@@ -226,6 +230,7 @@ def test_interrupting_the_wait_asks_nothing_and_stops_no_run(data_dir, runs, tmp
                                 env=dict(os.environ, TQDM_DISABLE="1"))
     run_dir = runs / "interrupt" / "one"
     wait_for(lambda: (run_dir / "launch.json").is_file(), "the run to start")
+    assert not (run_dir / "result.json").is_file(), "the run ended before the test could interrupt the wait"
     launcher.send_signal(signal.SIGINT)
     out, _ = launcher.communicate(timeout=60)
     assert launcher.returncode != 0 and "KeyboardInterrupt" in out

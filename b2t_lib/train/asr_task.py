@@ -124,15 +124,6 @@ class SpeechRecognitionTask(Task):
     def model_fields_from_data(self) -> dict:
         return {"vocab_size": len(self.dictionary), "input_features": int(self.manifest["feature_dim"])}
 
-    def train_batches(self, epoch, rank, world_size):
-        """Batches of at most ``max_tokens`` frames (padding included), shuffled per epoch."""
-        return self.train_data.batches(self.cfg.max_tokens, shuffle=True, seed=self.cfg.seed, epoch=epoch,
-                                       rank=rank, world_size=world_size)
-
-    def valid_batches(self):
-        return self.valid_data.batches(self.cfg.max_tokens, shuffle=False, seed=self.cfg.seed, epoch=0,
-                                       rank=0, world_size=1)
-
     def collate(self, split, indices):
         return (self.train_data if split == "train" else self.valid_data).collate(indices)
 

@@ -80,14 +80,6 @@ class TranslationTask(Task):
     def dictionary(self):
         return self.train_data.dictionary
 
-    def train_batches(self, epoch, rank, world_size):
-        return self.train_data.batches(self.cfg.max_tokens, shuffle=True, seed=self.cfg.seed,
-                                       epoch=epoch, rank=rank, world_size=world_size)
-
-    def valid_batches(self):
-        return self.valid_data.batches(self.cfg.max_tokens, shuffle=False, seed=self.cfg.seed,
-                                       epoch=0, rank=0, world_size=1)
-
     def collate(self, split, indices):
         data = self.train_data if split == "train" else self.valid_data
         return data.collate(indices)

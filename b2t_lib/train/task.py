@@ -87,16 +87,20 @@ class Task(ABC):
 
     @abstractmethod
     def load_datasets(self) -> None:
-        """Load the training and validation data (every process)."""
+        """Load the training and validation data (every process) into ``self.train_data`` and
+        ``self.valid_data``."""
 
-    @abstractmethod
     def train_batches(self, epoch: int, rank: int, world_size: int) -> list[list[int]]:
-        """This process's batches (lists of example indices) for ``epoch``; deterministic in
-        (seed, epoch, rank, world_size), so a resumed run sees the same order."""
+        """This process's batches (lists of example indices) for ``epoch``, at most ``max_tokens`` tokens
+        (frames for speech) each; deterministic in (seed, epoch, rank, world_size), so a resumed run
+        sees the same order."""
+        return self.train_data.batches(self.cfg.max_tokens, shuffle=True, seed=self.cfg.seed,
+                                       epoch=epoch, rank=rank, world_size=world_size)
 
-    @abstractmethod
     def valid_batches(self) -> list[list[int]]:
         """All validation batches (no shuffling)."""
+        return self.valid_data.batches(self.cfg.max_tokens, shuffle=False, seed=self.cfg.seed,
+                                       epoch=0, rank=0, world_size=1)
 
     @abstractmethod
     def collate(self, split: str, indices: list[int]) -> dict:
