@@ -25,7 +25,10 @@ from b2t_lib.train.runs import read_json
 pytestmark = pytest.mark.slow  # trains models in subprocesses
 
 LAUNCHER = """
-import json, sys
+import json, signal, sys
+# Ctrl-C raises KeyboardInterrupt, as in a notebook kernel; a parent that ignores SIGINT (a pytest-xdist worker)
+# would otherwise pass the ignored disposition on to this process
+signal.signal(signal.SIGINT, signal.default_int_handler)
 from b2t_lib.train import TrainConfig
 from b2t_lib.train.launch import launch
 configs = {name: TrainConfig.from_dict(values) for name, values in json.load(open(sys.argv[1])).items()}
