@@ -28,10 +28,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import torch
 from torch import nn
 
-from ..generate import beam_search, greedy_search
 from ..model import EncoderDecoder
 from ..speech import SpeechSource
 from ..wer import wer_counts
@@ -147,25 +145,12 @@ class SpeechRecognitionTask(Task):
         """The splits scored at the end: validation splits, then test splits (Table 5's order for LibriSpeech)."""
         return list(self.manifest["valid_splits"]) + list(self.manifest["test_splits"])
 
-    @torch.no_grad()
     def transcribe(self, model, dataset, device) -> list[str]:
-        """Lower-case word hypotheses for every utterance of ``dataset``, in corpus order (beam search,
-        batches of ``eval_batch_size`` utterances of similar length)."""
-        c = self.cfg
-        model.eval()
-        order = sorted(range(len(dataset)), key=lambda i: int(dataset.src_sizes[i]))
-        hyps: dict[int, str] = {}
-        for start in range(0, len(order), c.eval_batch_size):
-            batch = dataset.collate(order[start:start + c.eval_batch_size])
-            source = SpeechSource(batch["features"], batch["src_lengths"]).to(device)
-            if c.beam > 1:
-                out = beam_search(model, source, beam_size=c.beam, len_penalty=c.lenpen,
-                                  max_len_a=c.max_len_a, max_len_b=c.max_len_b)
-            else:
-                out = greedy_search(model, source, max_len_a=c.max_len_a, max_len_b=c.max_len_b)
-            for i, tokens in zip(batch["id"].tolist(), out):
-                hyps[i] = dataset.decode(tokens.tolist())
-        return [hyps[i] for i in range(len(dataset))]
+        """Lower-case word hypotheses for every utterance of ``dataset``, in corpus order (:meth:`Task.decode`:
+        beam search over batches of ``eval_batch_size`` utterances of similar length)."""
+        return self.decode(model, dataset, device,
+                           lambda batch: SpeechSource(batch["features"], batch["src_lengths"]).to(device),
+                           self.cfg.lenpen)
 
     def evaluate(self, model, device) -> dict:
         """WER (percent, jiwer, lower-cased words) of every validation and test split (Table 5), with

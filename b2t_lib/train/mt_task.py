@@ -12,10 +12,8 @@ from pathlib import Path
 
 import numpy as np
 import sacrebleu
-import torch
 from torch import nn
 
-from ..generate import beam_search, greedy_search
 from ..model import EncoderDecoder
 from .task import Task, register_task
 
@@ -97,24 +95,9 @@ class TranslationTask(Task):
         return EncoderDecoder(self.model_config())
 
     # ---------------------------------------------------------------- evaluation
-    @torch.no_grad()
     def translate(self, model, dataset, device, lenpen: float) -> list[str]:
-        """Detokenized hypotheses for every sentence of ``dataset``, in corpus order."""
-        c = self.cfg
-        order = sorted(range(len(dataset)), key=lambda i: dataset.src_sizes[i]) \
-            if hasattr(dataset, "src_sizes") else list(range(len(dataset)))
-        hyps: dict[int, str] = {}
-        for start in range(0, len(order), c.eval_batch_size):
-            batch = dataset.collate(order[start:start + c.eval_batch_size])
-            src = batch["src_tokens"].to(device)                       # (B, S)
-            if c.beam > 1:
-                out = beam_search(model, src, beam_size=c.beam, len_penalty=lenpen,
-                                  max_len_a=c.max_len_a, max_len_b=c.max_len_b)
-            else:
-                out = greedy_search(model, src, max_len_a=c.max_len_a, max_len_b=c.max_len_b)
-            for sid, tokens in zip(batch["id"].tolist(), out):
-                hyps[sid] = dataset.decode(tokens.tolist())
-        return [hyps[i] for i in range(len(dataset))]
+        """Detokenized hypotheses for every sentence of ``dataset``, in corpus order (:meth:`Task.decode`)."""
+        return self.decode(model, dataset, device, lambda batch: batch["src_tokens"].to(device), lenpen)
 
     def evaluate(self, model, device) -> dict:
         """Decode every test set (:meth:`translate`), score it (:meth:`score`), and lay the scores

@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 from abc import ABC, abstractmethod
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import torch
@@ -133,6 +134,31 @@ class Task(ABC):
                                          self.target_vocab_size())
 
         return cached_unigram_baseline(Path(self.cfg.data), compute)
+
+    # ---------------------------------------------------------------- decoding
+    @torch.no_grad()
+    def decode(self, model: nn.Module, dataset, device: torch.device, source: Callable[[dict], object],
+               len_penalty: float) -> list[str]:
+        """The decoded text of every example of ``dataset``, in corpus order: batches of ``eval_batch_size``
+        examples of similar source length, beam search (greedy when ``beam`` is 1) within the preset's length
+        limits; ``source(batch)`` is the model's input for a collated batch (token ids, or speech features)."""
+        from ..generate import beam_search, greedy_search
+
+        c = self.cfg
+        model.eval()
+        order = sorted(range(len(dataset)), key=lambda i: int(dataset.src_sizes[i]))
+        hyps: dict[int, str] = {}
+        for start in range(0, len(order), c.eval_batch_size):
+            batch = dataset.collate(order[start:start + c.eval_batch_size])
+            src = source(batch)
+            if c.beam > 1:
+                out = beam_search(model, src, beam_size=c.beam, len_penalty=len_penalty,
+                                  max_len_a=c.max_len_a, max_len_b=c.max_len_b)
+            else:
+                out = greedy_search(model, src, max_len_a=c.max_len_a, max_len_b=c.max_len_b)
+            for i, tokens in zip(batch["id"].tolist(), out):
+                hyps[i] = dataset.decode(tokens.tolist())
+        return [hyps[i] for i in range(len(dataset))]
 
     # ---------------------------------------------------------------- model and loss
     def model_config(self) -> ModelConfig:
