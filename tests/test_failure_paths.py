@@ -89,6 +89,28 @@ def test_no_readable_checkpoint_is_an_error_naming_every_file(tmp_path):
     assert all(name in str(err.value) for name in ("checkpoint_5.pt", "checkpoint_10.pt", "checkpoint_last.pt"))
 
 
+def test_the_newest_update_wins_over_a_stale_last_link(tmp_path):
+    """A run killed after writing checkpoint_10.pt but before moving checkpoint_last.pt (a race CI met):
+    --resume must continue from update 10, not from the update 5 the link still names; a last state saved
+    without a number (newer than every numbered file) still comes first."""
+    def state(update):
+        return {"trainer": {"num_updates": update}, "model": {"w": torch.full((2,), float(update))}}
+
+    save_checkpoint(state(5), tmp_path, 5, keep_last=3, is_best=False)
+    torch.save(state(10), tmp_path / "checkpoint_10.pt")   # update 10 written, the link not moved (killed)
+    assert os.path.samefile(tmp_path / "checkpoint_last.pt", tmp_path / "checkpoint_5.pt")
+    path, loaded, problems = newest_readable_checkpoint(tmp_path)
+    assert path.name == "checkpoint_10.pt" and loaded["trainer"]["num_updates"] == 10 and not problems
+
+    save_checkpoint(state(12), tmp_path, 12, keep_last=3, is_best=False, numbered=False)  # mid-epoch state
+    path, loaded, _ = newest_readable_checkpoint(tmp_path)
+    assert path.name == "checkpoint_last.pt" and loaded["trainer"]["num_updates"] == 12
+
+    save_checkpoint(state(15), tmp_path, 15, keep_last=3, is_best=False)   # the normal case: a hard link
+    path, loaded, _ = newest_readable_checkpoint(tmp_path)
+    assert path.name == "checkpoint_last.pt" and loaded["trainer"]["num_updates"] == 15
+
+
 # ------------------------------------------------------------------ a truncated checkpoint_last.pt
 @pytest.mark.slow
 def test_a_truncated_last_checkpoint_resumes_from_the_newest_readable_one(tmp_path, caplog):

@@ -119,26 +119,53 @@ def _first_line(err: Exception) -> str:
     return f"{type(err).__name__}: {text.splitlines()[0] if text else ''}"
 
 
-def newest_readable_checkpoint(save_dir: Path) -> tuple[Path, dict, list[str]] | None:
-    """The newest checkpoint of ``save_dir`` that loads: ``(path, state, problems)``, where ``problems``
-    says why each newer file was skipped; None when the folder holds no checkpoint at all.
+def _update_number(path: Path) -> int:
+    return int(_NUMBERED.match(path.name).group(1))
 
-    ``checkpoint_last.pt`` is tried first, then the numbered checkpoints from the newest down.
+
+def _twin(path: Path, others: list[Path]) -> Path | None:
+    """The file of ``others`` that ``path`` is a hard link to, if any."""
+    for other in others:
+        try:
+            if os.path.samefile(path, other):
+                return other
+        except OSError:  # deleted since it was listed
+            continue
+    return None
+
+
+def newest_readable_checkpoint(save_dir: Path) -> tuple[Path, dict, list[str]] | None:
+    """The checkpoint of ``save_dir`` with the highest update that loads: ``(path, state, problems)``,
+    where ``problems`` says why each newer file was skipped; None when the folder holds no checkpoint.
+
+    ``checkpoint_last.pt`` is normally a hard link to the newest numbered file. It is not when a run was
+    killed between writing ``checkpoint_<n>.pt`` and moving the link (the link then names an older
+    update) or when the last state was saved without a number; so every file is ranked by its update and
+    the numbered file is never passed over for an older ``checkpoint_last.pt``.
     Raises :class:`UnreadableCheckpoint` (naming every file) when none of them loads.
     """
     folder = Path(save_dir)
-    candidates = [folder / "checkpoint_last.pt"] if (folder / "checkpoint_last.pt").is_file() else []
-    for path in reversed(list_checkpoints(folder)):
-        if not any(os.path.samefile(path, seen) for seen in candidates):
-            candidates.append(path)
+    numbered = list_checkpoints(folder)                        # oldest first
+    ranked = [(_update_number(p), 0, p, None) for p in numbered]  # (update, tie-break, path, state if loaded)
     problems = []
-    for path in candidates:
+    last = folder / "checkpoint_last.pt"
+    if last.is_file():
+        twin = _twin(last, numbered)
+        if twin is not None:   # the usual case: the same data as a numbered file, tried under its own name
+            ranked = [(n, 1, last, None) if p == twin else (n, t, p, s) for n, t, p, s in ranked]
+        else:                  # a state of its own: its update is known only by reading it
+            try:
+                state = load_checkpoint(last)
+                ranked.append((state["trainer"]["num_updates"], 1, last, state))
+            except UnreadableCheckpoint as err:
+                problems.append(str(err))
+    if not ranked and not problems:
+        return None
+    for _, _, path, state in sorted(ranked, key=lambda r: (r[0], r[1]), reverse=True):
         try:
-            return path, load_checkpoint(path), problems
+            return path, state if state is not None else load_checkpoint(path), problems
         except UnreadableCheckpoint as err:
             problems.append(str(err))
-    if not candidates:
-        return None
     raise UnreadableCheckpoint(f"no checkpoint in {folder} can be read:\n  " + "\n  ".join(problems)
                                + "\nStart a new run in another --save-dir (or move these files away).")
 
