@@ -28,7 +28,6 @@ from .scale import SCALES, ScaleError, get_scale
 from .train.command import build_train_parser, config_from_args, parse_train_args, train_argv  # noqa: F401
 
 EXIT_FAILED = 3          # the run diverged or stalled ("Training failed")
-EXIT_DIVERGED = EXIT_FAILED
 _logger = logging.getLogger("b2t_lib")
 
 

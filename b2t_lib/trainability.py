@@ -40,7 +40,6 @@ import tempfile
 import time
 from pathlib import Path
 
-
 from .files import write_json_atomic
 from .scale import get_scale
 from .train.failure import STATUSES  # noqa: F401  ("completed", "stalled", "diverged": the trainer's)

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from b2t_lib import ModelConfig
-from b2t_lib.cli import EXIT_DIVERGED, build_train_parser, main
+from b2t_lib.cli import EXIT_FAILED, build_train_parser, main
 from b2t_lib.data import prepare_synthetic_mt
 from b2t_lib.train.options import train_fields
 
@@ -102,6 +102,6 @@ def test_language_model_train_evaluate_and_table_4_from_the_command_line(tmp_pat
 def test_a_diverged_run_exits_3_and_says_so(data_dir, tmp_path, capsys):
     code = main(_train_args(data_dir, tmp_path / "bad", "--variant", "post_ln", "--lr", "30", "--max-update",
                             "50", "--divergence-patience", "3"))
-    assert code == EXIT_DIVERGED
+    assert code == EXIT_FAILED
     assert "TRAINING DIVERGED" in capsys.readouterr().err   # the CLI shows the library's log on stderr
     assert json.loads((tmp_path / "bad" / "result.json").read_text())["status"] == "diverged"

@@ -91,7 +91,10 @@ class _IdsTask(Task):
     def target_vocab_size(self):
         return 8
 
-    load_datasets = train_batches = valid_batches = collate = build_model = evaluate = None
+    def load_datasets(self):          # the baseline is computed from loaded data: unigram_baseline loads it
+        self.train_data = self.valid_data = "loaded"
+
+    train_batches = valid_batches = collate = build_model = evaluate = None
 
 
 def test_a_baseline_missing_from_older_data_is_computed_once_and_cached_next_to_the_manifest(tmp_path):
@@ -103,6 +106,7 @@ def test_a_baseline_missing_from_older_data_is_computed_once_and_cached_next_to_
     assert stored_unigram_baseline(tmp_path) is None
     task = _IdsTask(Cfg())
     assert task.unigram_baseline() == pytest.approx(expected) and _IdsTask.calls == 2   # train and valid ids
+    assert task.train_data == "loaded"                                  # the data was read for it
     assert json.loads((tmp_path / CACHE_NAME).read_text())["valid"]["bits_per_token"] == pytest.approx(expected)
     assert task.unigram_baseline() == pytest.approx(expected) and _IdsTask.calls == 2   # read, not recomputed
     # data prepared again (another manifest) is measured again; a manifest that stores it wins

@@ -2,13 +2,10 @@
 trainer (frame batches, SpecAugment in training only), beam search, SentencePiece decoding, WER with
 jiwer per split; the command line; two DDP processes; the unigram hook."""
 import json
-import os
-import socket
 
 import numpy as np
 import pytest
 import torch
-import torch.multiprocessing as mp
 
 from b2t_lib.cli import main
 from b2t_lib.config import EOS
@@ -16,8 +13,9 @@ from b2t_lib.data.speech_dataset import load_speech_split, speech_manifest
 from b2t_lib.data.synthetic_speech import prepare_synthetic_asr
 from b2t_lib.generate import beam_search
 from b2t_lib.speech import SpecAugment, SpeechSource
-from b2t_lib.train import TrainConfig, Trainer, build_task, load_checkpoint, read_log
+from b2t_lib.train import TrainConfig, Trainer, build_task, read_log
 from b2t_lib.wer import word_error_rate
+from ddp_check import train_in_two_processes_and_in_one
 
 pytestmark = pytest.mark.slow  # prepares audio and trains
 
@@ -167,15 +165,6 @@ def test_missing_data_is_generated_at_tiny_scale_or_explained(tmp_path, monkeypa
 
 
 # ---------------------------------------------------------------------------------------------- DDP
-def _worker(rank, port, data_dir, save_dir):
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE="2",
-                      LOCAL_RANK=str(rank))
-    trainer = Trainer(_ddp_config(data_dir, save_dir, update_freq=1))
-    assert trainer.env.world_size == 2
-    trainer.train()
-    torch.distributed.destroy_process_group()
-
-
 def _ddp_config(data_dir, save_dir, update_freq):
     # No dropout and no SpecAugment: two processes draw other masks than one process would.
     return small(data_dir, save_dir, update_freq=update_freq, dropout=0.0, specaug_freq_masks=0,
@@ -183,18 +172,9 @@ def _ddp_config(data_dir, save_dir, update_freq):
                  device="cpu", max_tokens=800)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_two_gloo_processes_train_the_speech_model_as_one_process(data_dir, tmp_path):
     """DDP fails on a parameter without a gradient: the speech model has no unused encoder embedding."""
-    mp.spawn(_worker, args=(_free_port(), str(data_dir), str(tmp_path / "ddp")), nprocs=2, join=True)
-    Trainer(_ddp_config(data_dir, tmp_path / "single", update_freq=2)).train()
-    ddp = load_checkpoint(tmp_path / "ddp" / "checkpoint_last.pt")
-    single = load_checkpoint(tmp_path / "single" / "checkpoint_last.pt")
-    assert ddp["train_config"]["world_size"] == 2
+    ddp, single = train_in_two_processes_and_in_one(lambda save_dir, freq: _ddp_config(data_dir, save_dir, freq),
+                                                    tmp_path)
     for name, value in single["model"].items():
         torch.testing.assert_close(ddp["model"][name], value, rtol=1e-4, atol=1e-5, msg=name)

@@ -1,14 +1,11 @@
 """Two gloo processes on the CPU end with the same parameters as one process that accumulates the
 same total batch (update_freq 2): the distributed path is the single-process path plus an all-reduce."""
-import os
-import socket
-
 import pytest
 import torch
-import torch.multiprocessing as mp
 
 from b2t_lib.data import prepare_synthetic_mt
-from b2t_lib.train import TrainConfig, Trainer, load_checkpoint, read_log
+from b2t_lib.train import TrainConfig, read_log
+from ddp_check import train_in_two_processes_and_in_one
 
 pytestmark = pytest.mark.slow  # trains, in two processes
 
@@ -30,28 +27,8 @@ def config(data_dir, save_dir, update_freq):
         eval_at_end=False, log_interval=1, valid_interval=UPDATES, save_interval=UPDATES, device="cpu")
 
 
-def _worker(rank, port, data_dir, save_dir):
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
-                      WORLD_SIZE="2", LOCAL_RANK=str(rank))
-    trainer = Trainer(config(data_dir, save_dir, update_freq=1))
-    assert trainer.env.world_size == 2
-    trainer.train()
-    torch.distributed.destroy_process_group()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_two_gloo_processes_match_one_process_with_the_same_total_batch(data_dir, tmp_path):
-    mp.spawn(_worker, args=(_free_port(), str(data_dir), str(tmp_path / "ddp")), nprocs=2, join=True)
-    Trainer(config(data_dir, tmp_path / "single", update_freq=2)).train()
-
-    ddp = load_checkpoint(tmp_path / "ddp" / "checkpoint_last.pt")
-    single = load_checkpoint(tmp_path / "single" / "checkpoint_last.pt")
-    assert ddp["train_config"]["world_size"] == 2 and len(ddp["rng"]) == 2
+    ddp, single = train_in_two_processes_and_in_one(lambda save_dir, freq: config(data_dir, save_dir, freq), tmp_path)
     for name, value in single["model"].items():
         torch.testing.assert_close(ddp["model"][name], value, rtol=1e-5, atol=1e-6, msg=name)
     # the same per-update losses, and they are not trivially equal to the initial state

@@ -1,19 +1,17 @@
 """The ``lm`` task in the one trainer: blocks, adaptive loss, Table 4's perplexities, the context
 window, the unigram baseline, refusals, and two gloo processes equal one process."""
 import math
-import os
-import socket
 
 import numpy as np
 import pytest
 import torch
-import torch.multiprocessing as mp
 
 from b2t_lib import seed_everything
 from b2t_lib.data.lm_dataset import lm_manifest
 from b2t_lib.data.synthetic_lm import prepare_synthetic_lm
-from b2t_lib.train import TrainConfig, Trainer, evaluate_run, load_checkpoint, read_log
+from b2t_lib.train import TrainConfig, Trainer, evaluate_run, read_log
 from b2t_lib.train.tasks import build_task
+from ddp_check import train_in_two_processes_and_in_one
 
 UPDATES = 6
 
@@ -97,12 +95,6 @@ def test_trained_lm_beats_the_unigram_model_and_reports_table4_perplexities(data
     assert math.isfinite(plain["valid_ppl"])
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _ddp_config(data_dir, save_dir, update_freq):
     # No dropout anywhere: two processes draw different masks than one process would.
     return config(data_dir, save_dir, update_freq=update_freq, dropout=0.0, adaptive_softmax_dropout=0.0,
@@ -110,24 +102,12 @@ def _ddp_config(data_dir, save_dir, update_freq):
                   save_interval=UPDATES, eval_at_end=False)
 
 
-def _worker(rank, port, data_dir, save_dir):
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
-                      WORLD_SIZE="2", LOCAL_RANK=str(rank))
-    trainer = Trainer(_ddp_config(data_dir, save_dir, update_freq=1))
-    assert trainer.env.world_size == 2
-    trainer.train()
-    torch.distributed.destroy_process_group()
-
-
 @pytest.mark.slow
 def test_two_gloo_processes_match_one_process_with_the_adaptive_softmax(data_dir, tmp_path):
     """DDP without find_unused_parameters: every parameter, tied ones and the softmax read outside
     the wrapper's forward included, is synchronized, so the result equals one process."""
-    mp.spawn(_worker, args=(_free_port(), str(data_dir), str(tmp_path / "ddp")), nprocs=2, join=True)
-    Trainer(_ddp_config(data_dir, tmp_path / "single", update_freq=2)).train()
-    ddp = load_checkpoint(tmp_path / "ddp" / "checkpoint_last.pt")
-    single = load_checkpoint(tmp_path / "single" / "checkpoint_last.pt")
-    assert ddp["train_config"]["world_size"] == 2
+    ddp, single = train_in_two_processes_and_in_one(lambda save_dir, freq: _ddp_config(data_dir, save_dir, freq),
+                                                    tmp_path)
     for name, value in single["model"].items():
         torch.testing.assert_close(ddp["model"][name], value, rtol=1e-5, atol=1e-6, msg=name)
     cfg = _ddp_config(data_dir, tmp_path / "init", update_freq=1)      # the initial weights, as the trainer seeds

@@ -74,8 +74,6 @@ class SpeechRecognitionTask(Task):
 
     def __init__(self, cfg):
         super().__init__(cfg)
-        self.train_data = None
-        self.valid_data: _Splits | None = None
         self.manifest: dict = {}
 
     # ---------------------------------------------------------------- data

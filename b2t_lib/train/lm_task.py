@@ -58,11 +58,6 @@ class LanguageModelingTask(Task):
         if cfg.max_tokens < cfg.tokens_per_sample:
             raise ValueError(f"--max-tokens {cfg.max_tokens} cannot hold one block of --tokens-per-sample "
                              f"{cfg.tokens_per_sample}; raise --max-tokens or lower --tokens-per-sample")
-        if not 0 <= cfg.context_window < cfg.tokens_per_sample:
-            raise ValueError(f"--context-window must lie in [0, --tokens-per-sample={cfg.tokens_per_sample}), "
-                             f"got {cfg.context_window}")
-        self.train_data = None
-        self.valid_data = None
 
     # ---------------------------------------------------------------- data
     data_kind = "language-modeling data"

@@ -36,11 +36,6 @@ class TranslationTask(Task):
     data_kind = "translation data"
     headlines = False           # whether this task reads article->headline data (prepare_gigaword.py's)
 
-    def __init__(self, cfg):
-        super().__init__(cfg)
-        self.train_data = None
-        self.valid_data = None
-
     # ---------------------------------------------------------------- data
     def prepare_synthetic(self, path: Path) -> Path:
         """Generate this task's synthetic data set (the tiny scale) into ``path``."""

@@ -43,6 +43,8 @@ class Task(ABC):
 
     def __init__(self, cfg: TrainConfig):
         self.cfg = cfg
+        self.train_data = None      # set by load_datasets()
+        self.valid_data = None
 
     # ---------------------------------------------------------------- data
     data_kind: str = "data"     # what the task reads, for messages ("translation data", ...)
@@ -128,7 +130,7 @@ class Task(ABC):
         from ..data.unigram import cached_unigram_baseline, unigram_cross_entropy
 
         def compute() -> float:
-            if hasattr(self, "train_data") and self.train_data is None:   # data from before the baseline was stored
+            if self.train_data is None:   # not stored with the data (prepared by older code): read the data
                 self.load_datasets()
             return unigram_cross_entropy(self.target_token_ids("train"), self.target_token_ids("valid"),
                                          self.target_vocab_size())

@@ -23,6 +23,4 @@ def data_unigram_baseline(task: str, data: str | Path) -> float:
     """The unigram baseline (bits per target token, :meth:`Task.unigram_baseline`) of ``task``'s
     prepared data in ``data``: the bar of the "Training failed" rule, read from the data's manifest
     (or computed once and cached next to it, for data prepared by older code)."""
-    built = build_task(TrainConfig.from_preset(task, "tiny", data=str(data)))
-    built.load_datasets()
-    return built.unigram_baseline()
+    return build_task(TrainConfig.from_preset(task, "tiny", data=str(data))).unigram_baseline()
