@@ -15,7 +15,7 @@ PORTABLE_ENV ?= OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 ATEN_CPU_CAPABILITY=default
 # data preparation is safe (each preparation step holds a file lock). JOBS="-n 0" runs everything in one process.
 JOBS ?= -n 2 --dist loadfile
 
-.PHONY: setup test test-portable unit-tests course lab notebooks clean help
+.PHONY: setup test test-portable unit-tests course rehearse gpu-check lab notebooks clean help
 
 help:
 	@echo "make course     run every notebook at the tiny scale (CPU, minutes); notebooks + figures under build/"
@@ -25,6 +25,11 @@ help:
 	@echo "make unit-tests the fast tests only (no training, no data pipeline; under a minute)"
 	@echo "make test-portable  strict nbval on every notebook again, in another numeric environment (1 thread,"
 	@echo "                portable kernels): a stored output that depends on the CPU fails here first"
+	@echo "make rehearse   rehearse small and full on this CPU: every notebook at B2T_SCALE=small and =full and the"
+	@echo "                documented small/full commands, sizes shrunk by one rule, on miniature copies of the real"
+	@echo "                data sources (B2T_REHEARSAL=1); in a copy of the working tree under build/rehearsal/"
+	@echo "make gpu-check  on a CUDA GPU: bf16 step time, MFU and memory of 6L/18L against nn.Transformer, adaptive vs"
+	@echo "                full softmax at V=267,744, 300 small-preset updates (tables and figure in build/gpu_check/)"
 	@echo "make lab        JupyterLab on the course"
 	@echo "make notebooks  re-execute the notebooks in place at the tiny scale (refresh their stored outputs)"
 
@@ -55,18 +60,55 @@ unit-tests: $(STAMP)
 # tiny unless B2T_SCALE asks for small or full (refused without a CUDA GPU, exit code 2). The training cells call
 # b2t_lib.train.launch.launch: at small/full the runs are detached processes under runs/ (or B2T_RUNS) that outlive
 # this command; calling it again re-attaches, skips finished runs and resumes interrupted ones.
+# COURSE_OUT: where the executed notebooks, their logs and the figures go (the rehearsal keeps one folder per scale).
+# COURSE_JOBS: notebooks executed at a time. The rehearsal runs two (its runs share two CPU stand-ins anyway); on GPUs
+# keep one: two launch queues that start at the same moment may both pick the same free GPU.
+COURSE_OUT ?= build
+COURSE_JOBS ?= 1
 course: $(STAMP)
-	@mkdir -p build/notebooks build/figures
+	@mkdir -p $(COURSE_OUT)/notebooks $(COURSE_OUT)/figures $(COURSE_OUT)/logs
 	@scale=$$(B2T_SCALE=$(B2T_SCALE) $(BIN)/python -c "import b2t_lib.scale as s; raise SystemExit(s.main())") && \
 	echo "course scale: $$scale" && \
-	for nb in $(NOTEBOOKS); do \
-	  echo "== $$nb"; \
-	  B2T_SCALE=$$scale B2T_FIGURE_DIR=$(CURDIR)/build/figures TQDM_DISABLE=1 \
-	  $(BIN)/jupyter nbconvert --to notebook --execute --ExecutePreprocessor.timeout=-1 \
-	    --output-dir build/notebooks $$nb || exit 1; \
+	export B2T_SCALE=$$scale B2T_FIGURE_DIR=$(abspath $(COURSE_OUT))/figures TQDM_DISABLE=1 && \
+	printf '%s\n' $(NOTEBOOKS) | xargs -P $(COURSE_JOBS) -I{} sh -c 'log=$(COURSE_OUT)/logs/$$(basename {} .ipynb).log; \
+	  echo "== {}"; $(BIN)/jupyter nbconvert --to notebook --execute --ExecutePreprocessor.timeout=-1 \
+	    --output-dir $(COURSE_OUT)/notebooks {} > $$log 2>&1 && exit 0; \
+	  echo "FAILED: {} (its log: $$log)"; tail -n 60 $$log; exit 255'
+	@echo "executed notebooks: $(COURSE_OUT)/notebooks/   figures: $(COURSE_OUT)/figures/   logs: $(COURSE_OUT)/logs/"
+	@ls $(COURSE_OUT)/figures
+
+# The rehearsal: small and full on a CPU (b2t_lib/scale.py, presets.rehearsal_sizes, data/miniature.py). It runs in a
+# copy of the working tree (build/rehearsal/repo), so its data/ and runs/ never touch this checkout's; the copy keeps
+# them between calls, so a second `make rehearse` re-attaches and trains nothing. The Hugging Face libraries read
+# the miniature sources from build/rehearsal/hf, offline. The documented commands run in a fresh copy every time.
+REHEARSAL_DIR := $(CURDIR)/build/rehearsal
+# the chapters that train most first (two run at a time)
+REHEARSAL_ORDER := $(shell printf '%s\n' $(NOTEBOOKS) | sort -r)
+REHEARSAL_ENV := B2T_REHEARSAL=1 HF_HOME=$(REHEARSAL_DIR)/hf HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 \
+                 PYTHONPATH=$(REHEARSAL_DIR)/repo B2T_RUNS=$(REHEARSAL_DIR)/repo/runs TQDM_DISABLE=1
+rehearse: $(STAMP)
+	@mkdir -p $(REHEARSAL_DIR)/repo
+	@cd $(REHEARSAL_DIR)/repo && find . -mindepth 1 -maxdepth 1 ! -name data ! -name data-bin ! -name runs ! -name build \
+	  ! -name .venv -exec rm -rf {} +
+	@git ls-files -z --cached --others --exclude-standard | tar --null -T - --ignore-failed-read -cf - 2>/dev/null \
+	  | tar -xf - -C $(REHEARSAL_DIR)/repo
+	@ln -sfn $(CURDIR)/.venv $(REHEARSAL_DIR)/repo/.venv
+	$(BIN)/python -m b2t_lib.data.miniature $(REHEARSAL_DIR)/hf
+	@for scale in small full; do \
+	  echo "== rehearsal: make course B2T_SCALE=$$scale"; \
+	  $(REHEARSAL_ENV) $(MAKE) --no-print-directory -C $(REHEARSAL_DIR)/repo -o .venv/.installed course \
+	    B2T_SCALE=$$scale COURSE_OUT=build/$$scale COURSE_JOBS=2 NOTEBOOKS="$(REHEARSAL_ORDER)" || exit 1; \
 	done
-	@echo "executed notebooks: build/notebooks/   figures: build/figures/"
-	@ls build/figures
+	@echo "== rehearsal: the documented small/full commands"
+	cd $(REHEARSAL_DIR)/repo && $(REHEARSAL_ENV) $(BIN)/python -m pytest -p no:cacheprovider -q -s \
+	  tests/test_documented_commands.py
+	@echo "== rehearsal: make gpu-check (on this CPU, sizes shrunk)"
+	@cd $(REHEARSAL_DIR)/repo && $(REHEARSAL_ENV) $(BIN)/python benchmarks/gpu_check.py --out build/gpu_check
+	@echo "rehearsal passed: notebooks and figures in $(REHEARSAL_DIR)/repo/build/{small,full}/"
+
+# The prepared GPU check (benchmarks/gpu_check.py): refused without a CUDA GPU unless rehearsed (make rehearse runs it).
+gpu-check: $(STAMP)
+	$(BIN)/python benchmarks/gpu_check.py --out build/gpu_check
 
 lab: $(STAMP)
 	$(BIN)/jupyter lab notebooks

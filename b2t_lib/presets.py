@@ -15,12 +15,21 @@ use their ModelConfig field names (``d_model``, ``variant``, ...):
 
 Named *recipes* are overrides applied on top of a preset (``--recipe deep100``: Appendix C).
 Precedence: preset < recipe < options given explicitly on the command line.
+
+**The rehearsal** (``B2T_REHEARSAL=1``, :func:`b2t_lib.scale.rehearsal`, ``make rehearse``) runs ``small`` and
+``full`` on a CPU. One rule shrinks every run there, whatever set its options (preset, recipe, a notebook or
+the command line): :data:`REHEARSAL_SIZES` caps the sizes (width, FFN, heads, tokens per batch and per update,
+updates, warmup, log/validation/save intervals, the search's length limit) and :func:`rehearsal_sizes` applies it to
+every :class:`~b2t_lib.train.TrainConfig` built at those scales. Everything else (depth, variant, task,
+recipe, data preparation, decoding, checkpoint averaging, the launcher's queue and torchrun) stays exactly
+as at the scale; the data sets are miniature copies of the real sources
+(:data:`REHEARSAL_SOURCES`, :mod:`b2t_lib.data.miniature`), so evaluation sets are a few dozen examples.
 """
 from __future__ import annotations
 
 import copy
 
-from .scale import SCALES
+from .scale import SCALES, rehearsal
 
 TASKS = ("mt", "summarization", "lm", "asr")
 
@@ -292,8 +301,73 @@ DATA_PREPARATION: dict[tuple[str, str], dict] = {
 }
 
 
+# ---------------------------------------------------------------- the rehearsal (B2T_REHEARSAL=1)
+# At small and full under the rehearsal, every run's option named here is at most this value (a cap, so a run
+# that asks for less keeps it, 0 = "off" stays off, and applying the rule twice changes nothing). Under "*" the
+# caps of every task, then each task's own. Tokens per update are set so that both the one-process runs of
+# small (4 batches per update) and the two-process torchrun of full (2 per process) accumulate gradients.
+# The search's length limit b is the beam's work per sentence: an untrained model never ends a hypothesis, so
+# at b = 200 decoding would cost ten times the training. The stall rule's deadline is not capped: an 8-update
+# model is still at the uniform loss, so a deadline inside the run would stall every rehearsal run and no
+# decoding or metric would ever run at small/full; the rehearsal's runs end before the scale's deadline
+# (not judged) and are evaluated, and tests/test_rehearsal.py proves the stall path at small and full.
+REHEARSAL_SIZES: dict[str, dict] = {
+    "*": dict(d_model=16, n_heads=2, d_ff=32, max_update=8, warmup_updates=4, log_interval=2, valid_interval=4,
+              save_interval=4, max_len_b=24),
+    "mt": dict(max_tokens=128, tokens_per_update=512),
+    "summarization": dict(max_tokens=128, tokens_per_update=512),
+    # the miniature WikiText's bands must fit its vocabulary (506 words, REHEARSAL_SOURCES)
+    "lm": dict(max_tokens=128, tokens_per_update=512, tokens_per_sample=64, context_window=32,
+               adaptive_cutoff=(100, 300)),
+    "asr": dict(max_tokens=1000, tokens_per_update=4000, conv_channels=32),   # frames: 10 s of audio per batch
+}
+REHEARSAL_THREADS = 1   # each CPU process that stands in for a GPU computes on one thread (2 of them share 2 cores)
+
+# The miniature copies of the real sources that the rehearsal's downloads read (b2t_lib.data.miniature builds
+# them in the Hugging Face caches, with the Hub's repository ids, configs, splits, columns and files): how
+# many examples each holds. The data checks that a real download must pass (row counts, vocabulary size)
+# read these numbers instead of the published ones under the rehearsal (source_sizes).
+REHEARSAL_SOURCES: dict[str, dict] = {
+    # ~3 updates per epoch at the rehearsal's 512 tokens per update: an 8-update full run averages 2-3 epoch ends
+    "wmt14_en_de": dict(train_min_pairs=120, newstest_lines={year: 16 for year in range(2010, 2017)}),
+    "gigaword": dict(train=120, dev=24, test=16),
+    "wikitext103": dict(rows=dict(train=600, valid=40, test=40), vocab=506),
+    # SentencePiece's 10,000 pieces need ~18K training words in train.clean.100 alone (small prepares only it)
+    # not a source: the synthetic batches of benchmarks/gpu_check.py (WMT's vocabulary, WikiText-103's, ...)
+    "benchmark": dict(mt_vocab=512, lm_vocab=512, length=16, train_pairs=500),
+    "librispeech": {"train.clean.100": 800, "train.clean.360": 40, "train.other.500": 40, "validation.clean": 12,
+                    "validation.other": 12, "test.clean": 12, "test.other": 12},
+}
+
+
+def source_sizes(name: str, published: dict) -> dict:
+    """The sizes the data source ``name`` must have: ``published`` (its release's counts), or, under the
+    rehearsal, those of its miniature copy (:data:`REHEARSAL_SOURCES`)."""
+    return copy.deepcopy(REHEARSAL_SOURCES[name]) if rehearsal() else published
+
+
+def rehearsal_sizes(values: dict) -> dict:
+    """``values`` (flat option names, ``task`` and ``scale`` included) with the rehearsal's shrink rule applied
+    when the rehearsal is on and the scale is ``small`` or ``full``; otherwise unchanged. A copy."""
+    values = dict(values)
+    if values.get("scale") == "tiny" or not rehearsal():
+        return values
+    caps = {**REHEARSAL_SIZES["*"], **REHEARSAL_SIZES.get(values.get("task"), {})}
+    for name, cap in caps.items():
+        if name not in values:
+            continue
+        value = values[name]
+        if isinstance(cap, tuple):          # a band layout: the rehearsal's when any edge lies beyond it
+            values[name] = cap if max(value) > max(cap) else tuple(value)
+        else:
+            values[name] = min(value, cap)
+    values["threads"] = REHEARSAL_THREADS
+    return values
+
+
 def preset(task: str, scale: str) -> dict:
-    """All training options of ``task`` at ``scale`` (a fresh dict the caller may change)."""
+    """All training options of ``task`` at ``scale`` (a fresh dict the caller may change); under the
+    rehearsal, small and full come shrunk (:func:`rehearsal_sizes`)."""
     if task not in TASKS:
         raise ValueError(f"unknown task {task!r}; known tasks are: {', '.join(TASKS)}")
     if scale not in SCALES:
@@ -303,7 +377,7 @@ def preset(task: str, scale: str) -> dict:
     values.update(_STALL_RULE[(task, scale)])
     values["task"] = task
     values["scale"] = scale
-    return values
+    return rehearsal_sizes(values)
 
 
 def recipe(name: str) -> dict:

@@ -54,21 +54,23 @@ class LM(nn.Module):
 
     def __init__(self, kind: str, args):
         super().__init__()
-        cfg = ModelConfig(vocab_size=VOCAB if kind == "full" else 8, d_model=args.d_model, n_heads=args.heads,
+        vocab, cutoff = getattr(args, "vocab", VOCAB), list(getattr(args, "cutoff", CUTOFF))
+        self.vocab = vocab
+        cfg = ModelConfig(vocab_size=vocab if kind == "full" else 8, d_model=args.d_model, n_heads=args.heads,
                           d_ff=args.d_ff, encoder_layers=0, decoder_layers=args.layers, variant="pre_ln",
                           dropout=0.1, attention_dropout=0.1, activation_dropout=0.1)
         seed_everything(0)
         self.lm = LanguageModel(cfg)            # the adaptive model's 8-word embedding is replaced below
         self.kind = kind
         if kind == "adaptive":
-            self.lm.decoder.embed_tokens = AdaptiveInput(VOCAB, args.d_model, CUTOFF, factor=4)
-            self.softmax = AdaptiveSoftmax(VOCAB, args.d_model, CUTOFF, dropout=0.2, factor=4,
+            self.lm.decoder.embed_tokens = AdaptiveInput(vocab, args.d_model, cutoff, factor=4)
+            self.softmax = AdaptiveSoftmax(vocab, args.d_model, cutoff, dropout=0.2, factor=4,
                                            adaptive_input=self.lm.decoder.embed_tokens, tie_proj=True)
 
     def output_loss(self, hidden, target):
         if self.kind == "full":
             logits = self.lm.decoder.output_layer(hidden)                          # (B, T, V)
-            return F.cross_entropy(logits.float().view(-1, VOCAB), target.view(-1), ignore_index=PAD,
+            return F.cross_entropy(logits.float().view(-1, self.vocab), target.view(-1), ignore_index=PAD,
                                    reduction="sum")
         return self.softmax.loss(hidden, target)[0]
 
@@ -86,7 +88,8 @@ def build(kind: str, args, device, trunk: dict | None = None) -> LM:
 def make_batch(args, device):
     g = torch.Generator().manual_seed(0)
     # Zipf-like ids, as in real text: most tokens in the head band, some in each tail.
-    ranks = torch.multinomial(1.0 / torch.arange(1, VOCAB - 3, dtype=torch.float), args.batch * (args.length + 1),
+    vocab = getattr(args, "vocab", VOCAB)
+    ranks = torch.multinomial(1.0 / torch.arange(1, vocab - 3, dtype=torch.float), args.batch * (args.length + 1),
                               replacement=True, generator=g) + 4
     stream = ranks.view(args.batch, args.length + 1)
     return stream[:, :-1].contiguous().to(device), stream[:, 1:].contiguous().to(device)

@@ -38,16 +38,19 @@ D_MODEL, HEADS, D_FF, LAYERS, DROPOUT = 512, 8, 2048, 6, 0.1
 class TorchTransformerMT(nn.Module):
     """``nn.Transformer`` (Post-LN, batch_first) with the same embeddings and output layer as ours."""
 
-    def __init__(self, vocab: int):
+    def __init__(self, vocab: int, d: int = D_MODEL, heads: int = HEADS, layers: int = LAYERS, d_ff: int = D_FF,
+                 dropout: float = DROPOUT):
         super().__init__()
-        self.embed = build_token_embedding(vocab, D_MODEL, PAD)
-        self.register_buffer("positions", sinusoidal_table(1026, D_MODEL, PAD), persistent=False)
-        self.core = nn.Transformer(D_MODEL, HEADS, LAYERS, LAYERS, D_FF, DROPOUT, batch_first=True)
+        self.d, self.dropout = d, dropout
+        self.embed = build_token_embedding(vocab, d, PAD)
+        self.register_buffer("positions", sinusoidal_table(1026, d, PAD), persistent=False)
+        self.core = nn.Transformer(d, heads, layers, layers, d_ff, dropout, batch_first=True)
 
     def _embed(self, tokens):
         not_pad = tokens.ne(PAD).long()
         positions = torch.cumsum(not_pad, 1) * not_pad + PAD
-        return F.dropout(self.embed(tokens) * math.sqrt(D_MODEL) + self.positions[positions], DROPOUT, self.training)
+        return F.dropout(self.embed(tokens) * math.sqrt(self.d) + self.positions[positions], self.dropout,
+                         self.training)
 
     def forward(self, src, prev):
         t = prev.shape[1]
@@ -58,10 +61,11 @@ class TorchTransformerMT(nn.Module):
         return F.linear(out, self.embed.weight)                                # (B, T, V)
 
 
-def ours(variant: str, vocab: int) -> nn.Module:
-    return EncoderDecoder(ModelConfig(vocab_size=vocab, d_model=D_MODEL, n_heads=HEADS, d_ff=D_FF,
-                                      encoder_layers=LAYERS, decoder_layers=LAYERS, variant=variant,
-                                      dropout=DROPOUT, attention_dropout=DROPOUT, activation_dropout=DROPOUT))
+def ours(variant: str, vocab: int, d: int = D_MODEL, heads: int = HEADS, layers: int = LAYERS, d_ff: int = D_FF,
+         dropout: float = DROPOUT) -> nn.Module:
+    return EncoderDecoder(ModelConfig(vocab_size=vocab, d_model=d, n_heads=heads, d_ff=d_ff, encoder_layers=layers,
+                                      decoder_layers=layers, variant=variant, dropout=dropout,
+                                      attention_dropout=dropout, activation_dropout=dropout))
 
 
 def make_batch(batch: int, length: int, vocab: int, device) -> dict:
@@ -74,7 +78,8 @@ def make_batch(batch: int, length: int, vocab: int, device) -> dict:
     return {k: v.to(device) for k, v in dict(src=src, prev=prev, target=tgt).items()}
 
 
-def model_flops_per_step(batch: int, length: int, vocab: int) -> float:
+def model_flops_per_step(batch: int, length: int, vocab: int, d: int = D_MODEL, f: int = D_FF,
+                         layers: int = LAYERS) -> float:
     r"""Matmul FLOPs of forward + backward ($3\times$ forward), counting $2mnk$ per matmul.
 
     Per encoder layer and token: $2(4d^2 + 2 d d_{ff})$, attention $2 \cdot 2 S d$; per decoder
@@ -82,9 +87,9 @@ def model_flops_per_step(batch: int, length: int, vocab: int) -> float:
     values are computed on the source, same length here), attention $2 \cdot 2 \cdot 2 S d$; output
     projection $2dV$ per target token.
     """
-    d, f, s, n = D_MODEL, D_FF, length, batch * length
-    enc = LAYERS * n * (2 * (4 * d * d + 2 * d * f) + 4 * s * d)
-    dec = LAYERS * n * (2 * (8 * d * d + 2 * d * f) + 8 * s * d)
+    s, n = length, batch * length
+    enc = layers * n * (2 * (4 * d * d + 2 * d * f) + 4 * s * d)
+    dec = layers * n * (2 * (8 * d * d + 2 * d * f) + 8 * s * d)
     out = n * 2 * d * vocab
     return 3.0 * (enc + dec + out)
 

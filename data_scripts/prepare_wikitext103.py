@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # run from a checkout without installing
 
 from b2t_lib.data.lm import (HUB_SPLITS, WIKITEXT103, WIKITEXT103_ROWS, WIKITEXT103_VOCAB,  # noqa: E402
-                             download_wikitext103, prepare_lm_data)
+                             download_wikitext103, prepare_lm_data, wikitext103_sizes)
 from b2t_lib.data.steps import read_json  # noqa: E402
 
 
@@ -89,8 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     elif args.expected_vocab is not None:
         expected_vocab = args.expected_vocab
     else:
-        expected_vocab = WIKITEXT103_VOCAB if checks else None
-    expected_rows = WIKITEXT103_ROWS if checks else None
+        expected_vocab = wikitext103_sizes()["vocab"] if checks else None
     try:
         if args.from_files is not None:
             raw_dir = args.from_files
@@ -98,10 +97,10 @@ def main(argv: list[str] | None = None) -> int:
             raw_dir = args.raw_dir or args.out_dir / "raw"
             if args.parquet_dir is not None:
                 download_wikitext103(raw_dir, dataset="parquet", config=None, cache_dir=args.cache_dir,
-                                     data_files=parquet_files(args.parquet_dir), expected_rows=expected_rows)
+                                     data_files=parquet_files(args.parquet_dir), check_rows=checks)
             else:
                 download_wikitext103(raw_dir, dataset=args.dataset, config=args.config, cache_dir=args.cache_dir,
-                                     expected_rows=expected_rows)
+                                     check_rows=checks)
         out = prepare_lm_data(raw_dir, args.out_dir, min_count=args.min_count, padding_factor=args.padding_factor,
                               expected_vocab=expected_vocab)
     except (FileNotFoundError, ValueError) as error:   # bad input data: say what and where, no traceback

@@ -36,6 +36,14 @@ SPLITS = {"train": "train", "dev": "valid", "test": "test"}
 GIGAWORD_PAIRS = {"train": 3_803_957, "dev": 189_651, "test": 1_951}
 
 
+def gigaword_sizes() -> dict[str, int]:
+    """The pairs per split a download must find: :data:`GIGAWORD_PAIRS` (or, under the rehearsal, those of
+    its miniature copy: :func:`b2t_lib.presets.source_sizes`)."""
+    from ..presets import source_sizes
+
+    return source_sizes("gigaword", dict(GIGAWORD_PAIRS))
+
+
 def fetch_gigaword_zip(cache_dir: str | None = None) -> Path:
     """Path of ``ggw_data.zip`` in the Hugging Face cache, downloaded if needed (578 MB)."""
     from huggingface_hub import hf_hub_download
@@ -93,13 +101,13 @@ def extract_gigaword(zip_path: str | Path, raw_dir: str | Path, *, check_counts:
     """Write ``raw_dir/{train,valid,test}.{article,headline}`` from ``ggw_data.zip``.
 
     Each split must have ``expected_pairs[split]`` pairs (``{'train': n, 'dev': n, 'test': n}``;
-    default :data:`GIGAWORD_PAIRS`, the release's counts); ``check_counts=False`` skips that check
+    default :func:`gigaword_sizes`, the release's counts); ``check_counts=False`` skips that check
     (only for archives you built yourself). Each split is one recorded step: a re-run with the
     same archive skips it.
     """
     zip_path, raw_dir = Path(zip_path), Path(raw_dir)
     if check_counts and expected_pairs is None:
-        expected_pairs = GIGAWORD_PAIRS
+        expected_pairs = gigaword_sizes()
     if not check_counts:
         expected_pairs = None
     if not zip_path.is_file():

@@ -56,18 +56,31 @@ WIKITEXT103_VOCAB = 267_735
 FORBIDDEN_WORDS = tuple(s for s in SPECIAL_TOKENS if s != "<unk>")   # <s> <pad> </s> in the text
 
 
+def wikitext103_sizes() -> dict:
+    """What a WikiText-103 download must hold: ``{"rows": {split: rows}, "vocab": Merity et al.'s count}``, the
+    release's (or, under the rehearsal, its miniature copy's: :func:`b2t_lib.presets.source_sizes`)."""
+    from ..presets import source_sizes
+
+    return source_sizes("wikitext103", {"rows": dict(WIKITEXT103_ROWS), "vocab": WIKITEXT103_VOCAB})
+
+
 # ---------------------------------------------------------------------- the Hub
 def download_wikitext103(raw_dir: str | Path, *, dataset: str = WIKITEXT103[0], config: str | None = WIKITEXT103[1],
                          data_files: dict[str, list[str]] | None = None, cache_dir: str | None = None,
-                         expected_rows: dict[str, int] | None = WIKITEXT103_ROWS) -> Path:
+                         check_rows: bool = True, expected_rows: dict[str, int] | None = None) -> Path:
     """Write ``raw_dir/{train,valid,test}.txt`` from WikiText-103 on the Hub, one line per row.
 
     Each row's whitespace tokens are written space-separated (a blank row ``""`` stays a blank
     line). ``dataset="parquet", config=None, data_files={"train": [...], "validation": [...],
     "test": [...]}`` reads local parquet files with the Hub's layout instead (an offline copy, or a
-    test). ``expected_rows`` checks the row counts (None: no check).
+    test). The row counts are checked against ``expected_rows`` (default: WikiText-103's,
+    :func:`wikitext103_sizes`) unless ``check_rows=False``.
     """
     raw_dir = Path(raw_dir)
+    if check_rows and expected_rows is None:
+        expected_rows = wikitext103_sizes()["rows"]
+    if not check_rows:
+        expected_rows = None
     runner = StepRunner(raw_dir, raw_dir / ".steps")
     for split, hub_split in HUB_SPLITS.items():
         def build(outs: list[Path], split: str = split, hub_split: str = hub_split) -> None:

@@ -46,8 +46,8 @@ from b2t_lib.config import UNK
 
 from .audio import FRAME_SHIFT_MS, NUM_MEL_BINS, SAMPLE_RATE, AudioError, extract_features
 from .indexed import RaggedAppender, RaggedArray, token_dtype, write_ragged
-from .speech_sources import (HUB_CONFIG, HUB_DATASET, HUB_SPLIT_SIZES, HUB_SPLITS, Utterance, find_tsv_splits,
-                             iter_hub_split, read_tsv_split)
+from .speech_sources import (HUB_CONFIG, HUB_DATASET, HUB_SPLITS, Utterance, find_tsv_splits, iter_hub_split,
+                             librispeech_sizes, read_tsv_split)
 from .speech_vocab import SpeechVocabulary, normalize_transcript, train_sentencepiece
 from . import steps
 from .steps import (StepRunner, clear_digest_cache, describe_file, file_digest, read_json,
@@ -350,7 +350,7 @@ def prepare_librispeech(out_dir: str | Path, *, splits: Iterable[str] = tuple(HU
         absent = [s for s in splits if s not in data_files]
         if absent:
             raise ValueError(f"data_files has no files for split(s) {absent}")
-    parts = []
+    parts, sizes = [], librispeech_sizes()
     for hub_split in splits:
         split, name = HUB_SPLITS[hub_split]
         files = None if data_files is None else [str(f) for f in data_files[hub_split]]
@@ -358,7 +358,7 @@ def prepare_librispeech(out_dir: str | Path, *, splits: Iterable[str] = tuple(HU
         parts.append(Part(name, split, lambda s=hub_split, f=files: iter_hub_split(
             s, dataset=dataset, config=config, revision=revision, data_files=f, cache_dir=cache_dir),
             params, [Path(f) for f in files] if files else [],
-            expected=HUB_SPLIT_SIZES[hub_split] if data_files is None and dataset == HUB_DATASET else None))
+            expected=sizes[hub_split] if data_files is None and dataset == HUB_DATASET else None))
     source = {"kind": "hub", "dataset": dataset, "config": config, "revision": revision,
               "data_files": None if data_files is None else
               {s: [file_digest(f) for f in data_files[s]] for s in splits}}

@@ -36,6 +36,16 @@ HUB_SPLITS = {
 }
 HUB_SPLIT_SIZES = {"train.clean.100": 28539, "train.clean.360": 104014, "train.other.500": 148688,
                    "validation.clean": 2703, "validation.other": 2864, "test.clean": 2620, "test.other": 2939}
+
+
+def librispeech_sizes() -> dict[str, int]:
+    """Utterances per Hub split: :data:`HUB_SPLIT_SIZES` (or, under the rehearsal, those of its miniature
+    copy: :func:`b2t_lib.presets.source_sizes`). A different count is reported, not refused."""
+    from ..presets import source_sizes
+
+    return source_sizes("librispeech", dict(HUB_SPLIT_SIZES))
+
+
 SMALL_HUB_SPLITS = ("train.clean.100", "validation.clean", "validation.other", "test.clean", "test.other")
 
 # One utterance as the workers see it: (utterance id, audio path or bytes, name for messages, text).

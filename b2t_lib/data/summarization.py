@@ -108,14 +108,14 @@ def check_headline_files(folder: str | Path) -> list[str]:
 
 
 def prepare_summarization_data(raw_dir: str | Path, out_dir: str | Path, *, tokenizer: str = "none",
-                               bpe_merges: int | None = None, bpe_vocab_size: int | None = None,
+                               bpe_merges: int | None = 32000, bpe_vocab_size: int | None = None,
                                max_pairs: int | None = None, seed: int = 0, max_len: int | None = None,
                                workers: int | None = None, check_files: bool = True) -> Path:
     """Prepare ``raw_dir/<split>.{article,headline}`` into ``out_dir`` with the MT pipeline.
 
     ``tokenizer``: ``"none"`` for already normalized text (Gigaword), ``"rush"`` to normalize raw
-    text first (lower case, digits -> ``#``, Penn Treebank tokens). Give one of ``bpe_merges``
-    (the paper: 32000) or ``bpe_vocab_size``. ``max_pairs`` keeps a seeded random subset of the
+    text first (lower case, digits -> ``#``, Penn Treebank tokens). BPE: ``bpe_merges`` joint merges
+    (default 32000, the paper's Section 6.2.1), or ``bpe_vocab_size`` symbols instead when it is given. ``max_pairs`` keeps a seeded random subset of the
     training pairs; ``max_len`` drops training pairs with a longer article or headline (in
     tokens; default: no limit). The files are checked first (:func:`check_headline_files`)
     unless ``check_files=False`` (the Gigaword download checks its own). Returns ``out_dir``,
@@ -124,6 +124,8 @@ def prepare_summarization_data(raw_dir: str | Path, out_dir: str | Path, *, toke
     if tokenizer not in ("none", "rush"):
         raise ValueError(f"headline data is tokenized with 'none' (already normalized) or 'rush'; got {tokenizer!r}")
     splits = check_headline_files(raw_dir) if check_files else None
+    if bpe_vocab_size is not None:
+        bpe_merges = None
     return prepare_translation_data(
         raw_dir, out_dir, src_lang=ARTICLE, tgt_lang=HEADLINE, tokenizer=tokenizer, splits=splits,
         bpe_merges=bpe_merges, bpe_vocab_size=bpe_vocab_size, max_pairs=max_pairs, seed=seed,

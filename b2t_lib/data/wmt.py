@@ -41,6 +41,14 @@ SACREBLEU_NAMES = {2014: "wmt14/full"}   # other years: f"wmt{yy}"
 TRAIN_MIN_PAIRS = 4_000_000               # wmt/wmt14 de-en train has 4,508,785
 
 
+def wmt14_sizes() -> dict:
+    """What a download must find: ``{"train_min_pairs", "newstest_lines": {year: lines}}``, the release's
+    sizes (or, under the rehearsal, those of its miniature copy: :func:`b2t_lib.presets.source_sizes`)."""
+    from ..presets import source_sizes
+
+    return source_sizes("wmt14_en_de", {"train_min_pairs": TRAIN_MIN_PAIRS, "newstest_lines": dict(NEWSTEST_LINES)})
+
+
 def _pairs(dataset, batch_size: int = 10_000) -> Iterator[tuple[str, str]]:
     """(en, de) pairs from a ``datasets`` split with a ``translation`` column or flat columns."""
     for batch in dataset.iter(batch_size=batch_size):
@@ -62,10 +70,10 @@ def _write_pairs(pairs, en_path: Path, de_path: Path) -> int:
     return n
 
 
-def _newstest_pairs(year: int, cache_dir: str | None) -> list[tuple[str, str]]:
+def _newstest_pairs(year: int, cache_dir: str | None, expected: int) -> list[tuple[str, str]]:
     from datasets import load_dataset
 
-    expected, problems = NEWSTEST_LINES[year], []
+    problems = []
     for repo, config, split in NEWSTEST_SOURCES[year]:
         try:
             pairs = list(_pairs(load_dataset(repo, config, split=split, cache_dir=cache_dir)))
@@ -98,6 +106,7 @@ def download_wmt14_en_de(raw_dir: str | Path, *, cache_dir: str | None = None,
     """Write the raw WMT'14 En-De files into ``raw_dir`` (about 1.4 GB; 0.8 GB download)."""
     raw_dir = Path(raw_dir)
     runner = StepRunner(raw_dir, raw_dir / ".steps")
+    sizes = wmt14_sizes()
 
     def build_train(outs: list[Path]) -> None:
         from datasets import load_dataset
@@ -105,16 +114,17 @@ def download_wmt14_en_de(raw_dir: str | Path, *, cache_dir: str | None = None,
         train = load_dataset("wmt/wmt14", "de-en", split="train", cache_dir=cache_dir)
         n = _write_pairs(_pairs(train), outs[0], outs[1])
         log.info("train: %d pairs", n)
-        if n < TRAIN_MIN_PAIRS:
-            raise RuntimeError(f"wmt/wmt14 de-en train has {n} pairs, expected 4,508,785; the Hub copy changed")
+        if n < sizes["train_min_pairs"]:
+            raise RuntimeError(f"wmt/wmt14 de-en train has {n:,} pairs, expected at least "
+                               f"{sizes['train_min_pairs']:,} (the release has 4,508,785); the Hub copy changed")
 
     runner.run("download-train", {"source": "wmt/wmt14 de-en train"}, [],
                [raw_dir / "train.en", raw_dir / "train.de"], build_train)
     for year in years:
-        name = f"newstest{year}"
-        runner.run(f"download-{name}", {"lines": NEWSTEST_LINES[year]}, [],
-                   [raw_dir / f"{name}.en", raw_dir / f"{name}.de"],
-                   lambda outs, year=year: _write_pairs(_newstest_pairs(year, cache_dir), outs[0], outs[1]))
+        name, lines = f"newstest{year}", sizes["newstest_lines"][year]
+        runner.run(f"download-{name}", {"lines": lines}, [], [raw_dir / f"{name}.en", raw_dir / f"{name}.de"],
+                   lambda outs, year=year, lines=lines: _write_pairs(_newstest_pairs(year, cache_dir, lines),
+                                                                      outs[0], outs[1]))
     # The paper validates on newstest2013 (Figure 6): the 'valid' split is a copy of it.
     runner.run("copy-valid", {}, [raw_dir / "newstest2013.en", raw_dir / "newstest2013.de"],
                [raw_dir / "valid.en", raw_dir / "valid.de"],

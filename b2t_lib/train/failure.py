@@ -21,8 +21,9 @@ its loss stays flat from the start). A run can fail in two ways, and ``result.js
 A run that completes its updates ends ``"completed"``. Both failures stop the run at once, keep
 every checkpoint and the log written so far (a stalled run also saves a checkpoint at the point it
 stopped: its weights are finite, so it can be inspected, evaluated or resumed), skip the test-set
-evaluation, and make ``python -m b2t_lib train`` exit with code 3. Tables print both as the paper
-does, "Training failed", with the kind and its numbers in a footnote (:func:`failure_note`).
+evaluation, and make ``python -m b2t_lib train`` exit with code 3 (0 under torchrun: :mod:`b2t_lib.cli`).
+Tables print both as the paper does, "Training failed", with the kind and its numbers in a footnote
+(:func:`failure_note`).
 """
 from __future__ import annotations
 

@@ -150,7 +150,7 @@ def _failures(statuses: dict[str, RunStatus]) -> None:
 def launch(runs: dict[str, TrainConfig], group: str, *, workers: int | None = None,
            devices: list[str] | None = None, detach: bool | None = None, wait: bool = True,
            progress: bool = True, progress_interval: float = 30.0, on_mismatch: str = "refuse",
-           poll_interval: float = 2.0) -> dict[str, dict]:
+           poll_interval: float = 1.0) -> dict[str, dict]:
     """Train ``runs`` (run name -> :class:`TrainConfig`) in ``runs_root()/group/<name>``; return each
     run's ``result.json`` record once all have ended (see the module docstring).
 

@@ -71,10 +71,10 @@ class LanguageModelingTask(Task):
     def prepare_real(self, path: Path, **options) -> Path:
         """Download WikiText-103 into ``path/raw`` and prepare it into ``path`` (checked against its
         published sizes), as ``data_scripts/prepare_wikitext103.py --out-dir PATH`` does."""
-        from ..data.lm import WIKITEXT103_VOCAB, download_wikitext103, prepare_lm_data
+        from ..data.lm import download_wikitext103, prepare_lm_data, wikitext103_sizes
 
         raw_dir = download_wikitext103(path / "raw")
-        return prepare_lm_data(raw_dir, path, expected_vocab=WIKITEXT103_VOCAB, **options)
+        return prepare_lm_data(raw_dir, path, expected_vocab=wikitext103_sizes()["vocab"], **options)
 
     def how_to_prepare(self, path: Path) -> str:
         return (f"Prepare WikiText-103 with `python data_scripts/prepare_wikitext103.py --out-dir {path}` (or "

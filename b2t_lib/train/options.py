@@ -21,7 +21,7 @@ import math
 from dataclasses import MISSING, dataclass, field, fields
 
 from ..config import ModelConfig, option
-from ..presets import RECIPES, TASKS, preset, recipe
+from ..presets import RECIPES, TASKS, preset, recipe, rehearsal_sizes
 from ..scale import SCALES
 from ..variants import VARIANTS
 from .schedule import SCHEDULERS
@@ -149,9 +149,13 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, values: dict) -> "TrainConfig":
-        """The inverse of :meth:`to_dict`; other keys (``world_size`` in a checkpoint) are ignored."""
+        """The inverse of :meth:`to_dict`; other keys (``world_size`` in a checkpoint) are ignored. Every
+        config is built here, so the rehearsal's shrink rule (:func:`b2t_lib.presets.rehearsal_sizes`) reaches
+        every run at small/full, whatever set its options."""
         values = dict(values)
         model_values = dict(values.pop("model", None) or {})
+        values = rehearsal_sizes({**model_values, **values})   # small/full under the rehearsal: shrunk
+        model_values = {}
         for f in ModelConfig.settable_fields():
             if f.name in values:
                 model_values[f.name] = values.pop(f.name)

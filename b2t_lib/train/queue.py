@@ -39,7 +39,7 @@ from ..files import write_json_atomic
 from .runs import LAUNCH_RECORD, TRAIN_LOG, busy_devices, process_token, read_json, repo_root, run_status
 
 PLAN, STATE, QUEUE_LOG, LOCK = "plan.json", "state.json", "queue.log", "lock"
-POLL_S = 2.0
+POLL_S = 0.5
 
 
 def now_iso() -> str:
@@ -68,12 +68,10 @@ def make_slots(devices: list[str]) -> list[dict]:
 
 
 def visible_gpus() -> list[str]:
-    """The CUDA ids this process may use, as ``CUDA_VISIBLE_DEVICES`` names them (its entries when set)."""
-    import torch
+    """The CUDA ids this process may use (:func:`b2t_lib.scale.cuda_devices`: stand-ins under the rehearsal)."""
+    from ..scale import cuda_devices
 
-    count = torch.cuda.device_count()
-    listed = [x.strip() for x in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if x.strip()]
-    return listed[:count] if listed else [str(i) for i in range(count)]
+    return cuda_devices()
 
 
 # ---------------------------------------------------------------------------------------------- one run

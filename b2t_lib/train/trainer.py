@@ -24,7 +24,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from ..files import write_json_atomic
 from ..model import forward_batch
-from ..scale import ScaleError
+from ..scale import ScaleError, require_cuda
 from ..utils import seed_everything
 from . import records
 from .checkpoint import (average_checkpoints, capture_rng_state, check_compatible, holds_run, list_checkpoints,
@@ -49,9 +49,12 @@ class Trainer:
         self.cfg = cfg
         self.env = env or init_distributed(cfg.device)
         self.device = self.env.device
-        if cfg.scale != "tiny" and self.device.type == "cpu" and cfg.device != "cpu":
-            raise ScaleError(f"--scale {cfg.scale} expects a CUDA GPU and none is visible; pass "
-                             f"--device cpu to run it on the CPU anyway, or use --scale tiny")
+        if self.device.type == "cpu" and cfg.device != "cpu":
+            try:
+                require_cuda(cfg.scale)   # small/full need a GPU (or the rehearsal, which trains them on the CPU)
+            except ScaleError as err:
+                raise ScaleError(f"{err} To train this --scale {cfg.scale} run on the CPU anyway, pass "
+                                 f"--device cpu.") from None
         if cfg.threads > 0:
             torch.set_num_threads(cfg.threads)
         self.amp = cfg.amp if cfg.amp != "auto" else ("bf16" if self.device.type == "cuda" else "fp32")
