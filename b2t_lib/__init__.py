@@ -7,14 +7,15 @@ Public API::
 """
 import logging
 
-from .config import BOS, EOS, PAD, UNK, ConfigError, ModelConfig
+from .config import ConfigError, ModelConfig
+from .special_tokens import BOS, EOS, PAD, UNK
 from .generate import beam_search, greedy_search
 from .layers import DecoderLayer, EncoderLayer
 from .model import Decoder, Encoder, EncoderDecoder, LanguageModel
 from .scale import SCALES, ScaleError, get_scale
 from .utils import count_parameters, seed_everything
 from .variants import VARIANTS, StackInfo, Variant, get_variant, register
-from . import baselines  # registers the baseline variants
+from . import baselines  # noqa: F401  (registers the baseline variants)
 
 # The library logs (logger "b2t_lib.*") and prints nothing; an application shows the messages by configuring
 # logging, as `python -m b2t_lib` does. Without that, nothing is printed (not even warnings).

@@ -7,7 +7,7 @@ band :math:`i` (ids :math:`[c_i, c_{i+1})`) a smaller dimension
 
 .. math:: d_i = \lfloor d / \text{factor}^i \rfloor \qquad (d = 1024,\ \text{factor} = 4:\ 1024, 256, 64)
 
-so that the many rare words cost few parameters and little compute (methods_spec 3.4, fairseq's
+so that the many rare words cost few parameters and little compute (docs/methods.md §3.4, fairseq's
 ``modules/adaptive_input.py`` and ``modules/adaptive_softmax.py``).
 
 **Adaptive input.** Band :math:`i` has an embedding :math:`E_i \in \mathbb{R}^{(c_{i+1}-c_i) \times d_i}`
@@ -47,7 +47,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .config import PAD, ConfigError
+from .config import ConfigError
+from .special_tokens import PAD
 
 
 def band_boundaries(vocab_size: int, cutoff: list[int] | tuple[int, ...]) -> list[int]:

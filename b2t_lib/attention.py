@@ -9,7 +9,7 @@ For each head :math:`h` with queries :math:`Q_h = x W^Q_h`, keys :math:`K_h = m 
 with :math:`M` the additive mask (``-inf`` at padding keys and, for causal attention, at future keys).
 
 Parameter names follow fairseq (``q_proj``, ``k_proj``, ``v_proj``, ``out_proj``) so fairseq
-checkpoints load unchanged; so does the initialization (methods_spec 3.2): ``xavier_uniform`` with
+checkpoints load unchanged; so does the initialization (docs/methods.md §3.2): ``xavier_uniform`` with
 gain :math:`1/\sqrt{2}` for q/k/v, plain ``xavier_uniform`` and a zero bias for the output projection.
 
 Two extras:

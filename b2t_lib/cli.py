@@ -24,11 +24,12 @@ import glob
 import json
 import logging
 import sys
+from pathlib import Path
 
 from .presets import RECIPES, TASKS
 from .scale import SCALES, ScaleError, get_scale
 # The train command's parser lives with the trainer (the launcher builds run commands with it too).
-from .train.command import build_train_parser, config_from_args, parse_train_args, train_argv  # noqa: F401
+from .train.command import build_train_parser, config_from_args, parse_train_args  # noqa: F401
 
 EXIT_FAILED = 3          # the run diverged or stalled ("Training failed")
 _logger = logging.getLogger("b2t_lib")
@@ -56,13 +57,37 @@ def _configure_logging() -> None:
     _logger.setLevel(logging.INFO)
 
 
+def _config_file(argv: list[str]) -> tuple[argparse.ArgumentParser, object] | None:
+    """``train --config FILE``: the run's whole config as JSON (``TrainConfig.to_dict``), what the launcher's
+    detached runs execute; None when ``argv`` does not use it."""
+    if not any(a == "--config" or a.startswith("--config=") for a in argv):
+        return None
+    from .train.options import TrainConfig
+
+    parser = argparse.ArgumentParser(prog="python -m b2t_lib train", allow_abbrev=False,
+                                     description="Train the run described by a JSON config (TrainConfig.to_dict).")
+    parser.add_argument("--config", required=True, help="a JSON file with every option, as result.json's config")
+    args = parser.parse_args(argv)          # any other option is refused: the file holds them all
+    try:
+        values = json.loads(Path(args.config).read_text(encoding="utf-8"))
+        return parser, TrainConfig.from_dict(values)
+    except (OSError, ValueError, TypeError) as err:
+        parser.error(f"{args.config}: {err}")
+
+
 def cmd_train(argv: list[str]) -> int:
     from .train.checkpoint import CheckpointMismatch
     from .train.trainer import Trainer
 
-    parser, args = parse_train_args(argv)
+    from_file = _config_file(argv)
+    if from_file is not None:
+        parser, cfg = from_file
+    else:
+        parser, args = parse_train_args(argv)
     try:
-        cfg = config_from_args(args)
+        if from_file is None:
+            cfg = config_from_args(args)
+        cfg.check()
         trainer = Trainer(cfg)
     except (ValueError, FileNotFoundError, FileExistsError, NotImplementedError, RuntimeError) as err:
         parser.error(str(err))
@@ -228,10 +253,10 @@ def cmd_trainability(argv: list[str]) -> int:
 
 def cmd_runs(argv: list[str]) -> int:
     """The launched runs of a group (or every group): state, updates, loss, device, pid, log."""
-    from .train.runs import group_dir, group_statuses, runs_root
+    from .runs.state import group_dir, group_statuses, runs_root
 
     parser = argparse.ArgumentParser(prog="python -m b2t_lib runs", allow_abbrev=False,
-                                     description="Show the runs that b2t_lib.train.launch.launch started or "
+                                     description="Show the runs that b2t_lib.runs.launch started or "
                                                  "trained (under $B2T_RUNS, else <repository>/runs).")
     parser.add_argument("groups", nargs="*", help="group names (default: every group)")
     args = parser.parse_args(argv)
@@ -256,18 +281,18 @@ def cmd_runs(argv: list[str]) -> int:
 
 def cmd_launch_queue(argv: list[str]) -> int:
     """The detached queue runner that ``launch`` starts (not meant to be typed)."""
-    from .train.queue import run_queue
+    from .runs.queue import run_queue
 
     parser = argparse.ArgumentParser(prog="python -m b2t_lib launch-queue", allow_abbrev=False,
                                      description="Run the queue of a launch plan (started by "
-                                                 "b2t_lib.train.launch.launch, in its own session).")
+                                                 "b2t_lib.runs.launch, in its own session).")
     parser.add_argument("plan", help="runs/<group>/.launch/plan.json")
     return run_queue(parser.parse_args(argv).plan)
 
 
 def cmd_estimate(argv: list[str]) -> int:
     """Estimated GPU-hours of the run that the same ``train`` options describe, or the README's table."""
-    from .train.cost import estimate_gpu_hours, estimate_table
+    from .runs.cost import estimate_gpu_hours, estimate_table
 
     if "--table" in argv:
         print(estimate_table())
@@ -313,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
                  "  trainability  train variants x depths x learning rates; completed/stalled/diverged map as JSON\n"
                  "  runs      the runs the launcher started (state, updates, loss, pid, device), per group\n"
                  "  estimate  estimated GPU-hours of the run the same train options describe (--table: README's)\n"
-                 "  (launch-queue PLAN: the detached queue runner that b2t_lib.train.launch starts itself)\n"
+                 "  (launch-queue PLAN: the detached queue runner that b2t_lib.runs.launch starts itself)\n"
                  "Run `python -m b2t_lib COMMAND --help` for the options of one command.")
         if argv and argv[0] not in ("-h", "--help"):
             print(f"unknown command {argv[0]!r}\n{usage}", file=sys.stderr)

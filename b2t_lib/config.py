@@ -11,7 +11,7 @@ text and its group as metadata (:func:`option`), and everything else is generate
 
 So a new model option is one field here, with its default, ``help`` and ``group`` (types the
 command line reads: ``int``, ``float``, ``str``, ``bool``, and ``tuple[int, ...]`` /
-``tuple[float, ...]`` written as ``--cutoffs 20000,60000``). Fields with
+``tuple[float, ...]`` written as ``--adaptive-cutoff 20000,60000``). Fields with
 ``from_data=True`` (the vocabulary size, the special token ids, the speech feature dimension) are
 filled by the task from its data and are not command-line options. Fields with ``variants=(...)``
 belong to those variants only, fields with ``inputs=(...)`` to those encoder inputs only (the
@@ -27,8 +27,7 @@ from dataclasses import MISSING, asdict, dataclass, field, fields
 
 from .variants import VARIANTS
 
-BOS, PAD, EOS, UNK = 0, 1, 2, 3
-SPECIAL_TOKENS = ("<s>", "<pad>", "</s>", "<unk>")
+from .special_tokens import BOS, EOS, PAD, SPECIAL_TOKENS, UNK  # noqa: F401  (the one home: a leaf module)
 
 
 class ConfigError(ValueError):
@@ -76,7 +75,7 @@ def variant_names() -> list[str]:
 MODEL = "model"
 VARIANT_OPTIONS = "model: options of one variant"
 ADAPTIVE = "model: adaptive input and softmax (language model)"
-SPEECH = "model: speech input (--encoder-input speech; methods_spec 3.5)"
+SPEECH = "model: speech input (--encoder-input speech; docs/methods.md §3.5)"
 DATA = "model: set from the data"
 ENCODER_INPUTS = ("tokens", "speech")
 
@@ -111,9 +110,9 @@ class ModelConfig:
     share_decoder_io: bool = option(True, group=MODEL,
                                     help="one matrix for the decoder input and the output projection")
     word_dropout: float = option(0.0, group=MODEL,
-                                 help="zero whole token embeddings in training, both sides (methods_spec 1.7)")
+                                 help="zero whole token embeddings in training, both sides (docs/methods.md §1.7)")
     b2t_rescale_init: bool = option(False, group=VARIANT_OPTIONS, variants=("b2t", "b2t_no_ln"),
-                                    help="official code's later N^-0.5 weight rescaling (methods_spec 1.5)")
+                                    help="official code's later N^-0.5 weight rescaling (docs/methods.md §1.5)")
     init_scale: float = option(1.0, group=MODEL,
                                help="multiply initial non-embedding weights (Appendix C: 0.1 for 100L)")
     max_positions: int = option(1024, group=MODEL, help="initial size of the sinusoidal position table")
@@ -122,16 +121,16 @@ class ModelConfig:
     eos_idx: int = option(EOS, group=DATA, from_data=True, help="end-of-sentence id (from the dictionary)")
     deepnet_encoder_beta_factor: float = option(
         0.87, group=VARIANT_OPTIONS, variants=("deepnet",),
-        help="DeepNet encoder beta factor: 0.87 (DeepNet paper) or 1.15 (torchscale) (methods_spec 2.1)")
+        help="DeepNet encoder beta factor: 0.87 (DeepNet paper) or 1.15 (torchscale) (docs/methods.md §2.1)")
     realformer_running_mean: bool = option(
         False, group=VARIANT_OPTIONS, variants=("realformer",),
-        help="RealFormer's running mean softmax(S_l / l) (methods_spec 2.4)")
+        help="RealFormer's running mean softmax(S_l / l) (docs/methods.md §2.4)")
     decoder_final_norm: bool = option(
         True, group=MODEL,
         help="the final LayerNorm on the decoder output of variants that have one (Pre-LN); fairseq's "
-             "transformer_lm_wiki103 drops it (no_decoder_final_norm=True, methods_spec 1.4), so the LM "
+             "transformer_lm_wiki103 drops it (no_decoder_final_norm=True, docs/methods.md §1.4), so the LM "
              "presets turn it off. Post-LN and B2T have no final LayerNorm either way")
-    # ---- adaptive input and adaptive softmax (b2t_lib.adaptive; methods_spec 3.4), language model only
+    # ---- adaptive input and adaptive softmax (b2t_lib.adaptive; docs/methods.md §3.4), language model only
     adaptive_input: bool = option(
         False, group=ADAPTIVE,
         help="adaptive input representations (Baevski & Auli 2019): frequency bands of the vocabulary get "
@@ -312,11 +311,6 @@ def model_default(name: str):
         if f.name == name:
             return f.default
     raise KeyError(f"ModelConfig has no field {name!r}")
-
-
-def model_defaults() -> dict:
-    """Every ModelConfig field's default, as a dict (what a stand-alone layer sees as its options)."""
-    return {f.name: f.default for f in fields(ModelConfig)}
 
 
 def check_dropout(name: str, p: float) -> None:

@@ -1,4 +1,4 @@
-r"""Input embeddings as fairseq builds them (methods_spec 3.1 and 1.7).
+r"""Input embeddings as fairseq builds them (docs/methods.md §3.1 and §1.7).
 
 A token sequence becomes the first layer's input in four steps:
 
@@ -19,7 +19,7 @@ import math
 import torch
 from torch import nn
 
-from .config import PAD
+from .special_tokens import PAD
 
 
 def build_token_embedding(vocab_size: int, d_model: int, pad_idx: int = PAD) -> nn.Embedding:
@@ -63,7 +63,7 @@ class SinusoidalPositions(nn.Module):
 
 
 def word_dropout(embedded: torch.Tensor, rate: float, training: bool, keep_first: bool = False) -> torch.Tensor:
-    """Zero whole token vectors with probability ``rate`` (methods_spec 1.7); no rescaling.
+    """Zero whole token vectors with probability ``rate`` (docs/methods.md §1.7); no rescaling.
 
     embedded: (batch, time, d). ``keep_first`` keeps position 0 (the decoder's EOS/BOS prefix).
     """

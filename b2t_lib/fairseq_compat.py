@@ -39,16 +39,9 @@ import numpy as np
 import torch
 
 from .config import ModelConfig
+from .files import CheckpointMismatch, UntrustedCheckpoint
 from .model import EncoderDecoder, LanguageModel
 from .variants import get_variant
-
-
-class CheckpointMismatch(ValueError):
-    """A fairseq checkpoint does not fit the model (or b2t_lib); the message names each offending key or flag."""
-
-
-class UnsafeCheckpoint(pickle.UnpicklingError):
-    """The file holds types a weights-only load does not allow; the message names them."""
 
 
 # ----------------------------------------------------------------------------------- reading the file
@@ -92,7 +85,7 @@ def read_checkpoint_file(path: str | Path, trust_checkpoint: bool = False) -> di
             found = []
         unsafe = sorted(set(found) - _SAFE_NAMES)
         what = ", ".join(unsafe) if unsafe else f"an object a weights-only load cannot read ({error})"
-        raise UnsafeCheckpoint(
+        raise UntrustedCheckpoint(
             f"{path} holds {what}: a weights-only load refuses it, since unpickling it could run code from "
             f"the file. If you trust where the file comes from, pass trust_checkpoint=True") from None
 
@@ -211,7 +204,7 @@ def variant_flags(variant: str) -> dict[str, bool]:
     not fairseq/B2T-code flags: Admin, DeepNet, DLCL and RealFormer lay out their LayerNorms as
     Post-LN does, T-Fixup has none (``--no-layer-norm`` without ``--residual-bottom-to-top``)."""
     spec = get_variant(variant)
-    return {"normalize_before": spec.final_norm, "residual_bottom_to_top": variant in ("b2t", "b2t_no_ln"),
+    return {"normalize_before": spec.final_norm, "residual_bottom_to_top": spec.bottom_to_top,
             "no_layer_norm": not spec.layer_norm}
 
 
@@ -295,10 +288,10 @@ def config_from_fairseq_args(args, vocab_size: int, decoder_only: bool = False) 
         dropout=get("dropout", 0.1),
         attention_dropout=get("attention_dropout", 0.0),
         activation_dropout=get("activation_dropout", get("relu_dropout", 0.0)),
-        word_dropout=_word_dropout(get, decoder_only),  # methods_spec 1.7
+        word_dropout=_word_dropout(get, decoder_only),  # docs/methods.md §1.7
         max_positions=get("max_target_positions", 1024) or 1024,
         # fairseq builds the decoder's final LayerNorm only with normalize-before and without this flag
-        # (transformer_lm_wiki103 sets it, methods_spec 1.4)
+        # (transformer_lm_wiki103 sets it, docs/methods.md §1.4)
         decoder_final_norm=not bool(get("no_decoder_final_norm", False)),
         # The official code rescales B2T weights at construction; the stored weights already carry it.
         b2t_rescale_init=False,

@@ -1,4 +1,5 @@
-"""The one way the library writes a file that must never be seen half-written.
+"""Files: the one way the library writes a file that must never be seen half-written, the one JSON reader, and
+the errors of the checkpoint files it reads.
 
 :func:`atomic_write` writes to a temporary file next to the target (its name carries the process
 id, so two processes never share one), flushes and ``fsync``\\ s it, renames it onto the target
@@ -8,15 +9,40 @@ an exception inside the ``with`` block leaves the old file untouched and removes
 
 Checkpoints (:mod:`b2t_lib.train.checkpoint`), run records (:mod:`b2t_lib.train.records`), the
 data pipeline's step records and manifests (:mod:`b2t_lib.data.steps`) and trainability maps all
-go through it.
+go through it; :func:`read_json` reads them back.
 """
 from __future__ import annotations
 
 import contextlib
 import json
 import os
+import pickle
 from pathlib import Path
 from typing import IO, Iterator
+
+
+class CheckpointMismatch(ValueError):
+    """A checkpoint that does not fit what it is loaded into: another run's configuration (``--resume``), another
+    model, or a fairseq checkpoint b2t_lib cannot build; the message names each difference."""
+
+
+class UnreadableCheckpoint(CheckpointMismatch):
+    """A checkpoint file that cannot be read: truncated, corrupted, or not a checkpoint at all."""
+
+
+class UntrustedCheckpoint(CheckpointMismatch, pickle.UnpicklingError):
+    """A checkpoint that holds objects a safe (``weights_only``) load refuses to rebuild, since unpickling them could
+    run code from the file; the message names them and how to load a file one trusts."""
+
+
+def read_json(path: str | Path) -> dict | None:
+    """The JSON object in ``path``; None when the file is missing, unreadable, not JSON or not an object (every
+    writer goes through :func:`write_json_atomic`, so a file is never half-written)."""
+    try:
+        value = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):          # missing, unreadable, not UTF-8, not JSON
+        return None
+    return value if isinstance(value, dict) else None
 
 
 @contextlib.contextmanager

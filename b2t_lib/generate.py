@@ -49,7 +49,7 @@ import torch
 import torch.nn.functional as F
 
 from .attention import reorder_cache
-from .config import UNK
+from .special_tokens import UNK
 
 NEG_INF = float("-inf")
 

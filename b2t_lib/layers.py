@@ -5,7 +5,7 @@ Every sub-layer hands the variant a *branch* :math:`\mathrm{Drop}_p(\mathcal{F}(
 * encoder: self-attention, FFN;
 * decoder: causal self-attention, cross-attention (omitted in a language model), FFN.
 
-Dropout sits where fairseq puts it (methods_spec 3.2): :math:`\mathrm{Drop}_p` on each branch output
+Dropout sits where fairseq puts it (docs/methods.md §3.2): :math:`\mathrm{Drop}_p` on each branch output
 (residual dropout), :math:`\mathrm{Drop}_{p_{att}}` on the attention probabilities and
 :math:`\mathrm{Drop}_{p_{act}}` after the ReLU. Parameter names follow fairseq:
 ``self_attn``, ``self_attn_layer_norm``, ``encoder_attn``, ``encoder_attn_layer_norm``, ``fc1``,
@@ -17,30 +17,34 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .config import ConfigError, check_dropout, model_defaults
-from .variants import StackInfo, SubLayer, get_variant
+from .config import ModelConfig
+from .variants import StackInfo, SubLayer
+
+
+def standalone_stack(role: str, d_model: int, n_heads: int, d_ff: int, variant: str, num_layers: int,
+                     dropout: float, attention_dropout: float, activation_dropout: float,
+                     b2t_rescale_init: bool) -> StackInfo:
+    """The description of a layer built on its own (outside a model): a ModelConfig with these options, which
+    checks them (d_model divisible by n_heads, dropout in [0, 1), at least one layer, ...) and names the variant."""
+    from .variants import get_variant
+
+    cfg = ModelConfig(d_model=d_model, n_heads=n_heads, d_ff=d_ff, variant=variant, encoder_layers=num_layers,
+                      decoder_layers=num_layers, dropout=dropout, attention_dropout=attention_dropout,
+                      activation_dropout=activation_dropout, b2t_rescale_init=b2t_rescale_init)
+    return StackInfo(role=role, num_layers=num_layers, encoder_layers=num_layers if role != "lm" else 0,
+                     decoder_layers=num_layers, options=cfg.to_dict(), variant=get_variant(variant))
 
 
 class _Layer(nn.Module):
-    """What encoder and decoder layers share: checks, the FFN, LayerNorms, dropout, variant hooks."""
+    """What encoder and decoder layers share: the FFN, LayerNorms, dropout, variant hooks. Every option comes from
+    one :class:`~b2t_lib.variants.StackInfo` (its ``options`` are the model's ModelConfig fields)."""
 
-    def __init__(self, d_model, n_heads, d_ff, variant, num_layers, dropout, attention_dropout,
-                 activation_dropout, stack, b2t_rescale_init, role):
+    def __init__(self, stack: StackInfo):
         super().__init__()
-        if d_model % n_heads != 0:
-            raise ConfigError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
-        if num_layers <= 0:
-            raise ConfigError(f"num_layers must be at least 1, got {num_layers}")
-        for name, p in (("dropout", dropout), ("attention_dropout", attention_dropout),
-                        ("activation_dropout", activation_dropout)):
-            check_dropout(name, p)
-        self.variant = get_variant(variant)
-        if stack is None:  # a stand-alone layer sees the default model options
-            stack = StackInfo(role=role, num_layers=num_layers, options=model_defaults())
-        if b2t_rescale_init:
-            stack.options = {**stack.options, "b2t_rescale_init": True}
-        self.stack, self.d_model, self.dropout = stack, d_model, dropout
-        self.self_attn = self.variant.attention_class(d_model, n_heads, attention_dropout)
+        o = stack.options
+        self.stack, self.variant = stack, stack.variant
+        self.d_model, self.dropout, self.activation_dropout = o["d_model"], o["dropout"], o["activation_dropout"]
+        self.self_attn = self.variant.attention_class(o["d_model"], o["n_heads"], o["attention_dropout"])
 
     def _layer_norm(self) -> nn.Module | None:
         """A LayerNorm (eps 1e-5, gamma=1, beta=0) when the variant has per-layer norms, else None."""
@@ -80,14 +84,16 @@ class EncoderLayer(_Layer):
     ``forward(x, padding_mask=None)``: x (batch, time, d_model), padding_mask (batch, time) True at padding.
     """
 
-    def __init__(self, d_model: int, n_heads: int, d_ff: int, variant: str, num_layers: int,
-                 dropout: float = 0.0, attention_dropout: float = 0.0, activation_dropout: float = 0.0,
-                 stack: StackInfo | None = None, b2t_rescale_init: bool = False):
-        super().__init__(d_model, n_heads, d_ff, variant, num_layers, dropout, attention_dropout,
-                         activation_dropout, stack, b2t_rescale_init, role="encoder")
+    def __init__(self, d_model: int | None = None, n_heads: int | None = None, d_ff: int | None = None,
+                 variant: str | None = None, num_layers: int | None = None, dropout: float = 0.0,
+                 attention_dropout: float = 0.0, activation_dropout: float = 0.0, b2t_rescale_init: bool = False,
+                 *, stack: StackInfo | None = None):
+        """Either the layer's own options (a stand-alone layer) or ``stack`` (a layer of a model), not both."""
+        super().__init__(_one_description("encoder", stack, d_model, n_heads, d_ff, variant, num_layers, dropout,
+                                          attention_dropout, activation_dropout, b2t_rescale_init))
+        d_model, d_ff = self.d_model, self.stack.options["d_ff"]
         self.self_attn_layer_norm = self._layer_norm()
         self.fc1, self.fc2 = nn.Linear(d_model, d_ff), nn.Linear(d_ff, d_model)
-        self.activation_dropout = activation_dropout
         self.final_layer_norm = self._layer_norm()
         self._finish()
 
@@ -110,19 +116,22 @@ class DecoderLayer(_Layer):
     also when incremental); None when nothing needs hiding beyond the causal mask.
     """
 
-    def __init__(self, d_model: int, n_heads: int, d_ff: int, variant: str, num_layers: int,
-                 dropout: float = 0.0, attention_dropout: float = 0.0, activation_dropout: float = 0.0,
-                 cross_attention: bool = True, stack: StackInfo | None = None, b2t_rescale_init: bool = False):
-        super().__init__(d_model, n_heads, d_ff, variant, num_layers, dropout, attention_dropout,
-                         activation_dropout, stack, b2t_rescale_init,
-                         role="decoder" if cross_attention else "lm")
+    def __init__(self, d_model: int | None = None, n_heads: int | None = None, d_ff: int | None = None,
+                 variant: str | None = None, num_layers: int | None = None, dropout: float = 0.0,
+                 attention_dropout: float = 0.0, activation_dropout: float = 0.0, cross_attention: bool = True,
+                 b2t_rescale_init: bool = False, *, stack: StackInfo | None = None):
+        """Either the layer's own options (a stand-alone layer) or ``stack`` (a layer of a model), not both; a
+        stack of role ``"lm"`` (or ``cross_attention=False``) has no cross-attention."""
+        role = stack.role if stack is not None else ("decoder" if cross_attention else "lm")
+        super().__init__(_one_description(role, stack, d_model, n_heads, d_ff, variant, num_layers, dropout,
+                                          attention_dropout, activation_dropout, b2t_rescale_init))
+        o = self.stack.options
         self.self_attn_layer_norm = self._layer_norm()
-        self.cross_attention = cross_attention
-        if cross_attention:
-            self.encoder_attn = self.variant.attention_class(d_model, n_heads, attention_dropout)
+        self.cross_attention = self.stack.role != "lm"
+        if self.cross_attention:
+            self.encoder_attn = self.variant.attention_class(o["d_model"], o["n_heads"], o["attention_dropout"])
             self.encoder_attn_layer_norm = self._layer_norm()
-        self.fc1, self.fc2 = nn.Linear(d_model, d_ff), nn.Linear(d_ff, d_model)
-        self.activation_dropout = activation_dropout
+        self.fc1, self.fc2 = nn.Linear(o["d_model"], o["d_ff"]), nn.Linear(o["d_ff"], o["d_model"])
         self.final_layer_norm = self._layer_norm()
         self._finish()
 
@@ -148,3 +157,18 @@ class DecoderLayer(_Layer):
                 state: dict | None = None, self_padding_mask: torch.Tensor | None = None) -> torch.Tensor:
         return self.variant.layer_forward(
             self, x, self.sublayers(memory, memory_padding_mask, cache, state, self_padding_mask))
+
+
+def _one_description(role, stack, d_model, n_heads, d_ff, variant, num_layers, dropout, attention_dropout,
+                     activation_dropout, b2t_rescale_init) -> StackInfo:
+    """``stack`` as it is, or a stand-alone layer's description from its own options; giving both is refused, so
+    no layer receives an option twice."""
+    own = (d_model, n_heads, d_ff, variant, num_layers)
+    if stack is not None:
+        if any(v is not None for v in own) or b2t_rescale_init or dropout or attention_dropout or activation_dropout:
+            raise TypeError("a layer is described either by its own options or by stack=..., not both")
+        return stack
+    if any(v is None for v in own):
+        raise TypeError("a stand-alone layer needs d_model, n_heads, d_ff, variant and num_layers")
+    return standalone_stack(role, d_model, n_heads, d_ff, variant, num_layers, dropout, attention_dropout,
+                            activation_dropout, b2t_rescale_init)

@@ -1,4 +1,4 @@
-r"""Label-smoothed cross entropy, summed over the non-padding target tokens (methods_spec 3.3).
+r"""Label-smoothed cross entropy, summed over the non-padding target tokens (docs/methods.md §3.3).
 
 fairseq's ``label_smoothed_cross_entropy`` spreads $\epsilon$ of the probability mass uniformly
 over the vocabulary of size $V$:
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from .config import PAD
+from .special_tokens import PAD
 
 
 @dataclass

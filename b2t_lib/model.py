@@ -2,7 +2,7 @@ r"""Stacks and whole models: :class:`Encoder`, :class:`Decoder`, :class:`Encoder
 
 A stack embeds its input (:mod:`b2t_lib.embedding`), applies dropout, runs its layers (the
 variant may change how: :meth:`~b2t_lib.variants.Variant.run_stack`), and, for Pre-LN only, a
-final LayerNorm (methods_spec 1.4: Post-LN and B2T have none; ``decoder_final_norm=False`` drops the
+final LayerNorm (docs/methods.md §1.4: Post-LN and B2T have none; ``decoder_final_norm=False`` drops the
 decoder's, as fairseq's ``transformer_lm_wiki103`` does). The decoder ends in the output projection
 :math:`\mathrm{logits} = h E^\top` when embeddings are shared, or, in a language model with
 ``adaptive_softmax``, in :class:`~b2t_lib.adaptive.AdaptiveSoftmax` (normalized log-probabilities
@@ -23,14 +23,14 @@ from .adaptive import AdaptiveInput, AdaptiveSoftmax
 from .config import ConfigError, ModelConfig
 from .embedding import TokenInput, build_token_embedding
 from .layers import DecoderLayer, EncoderLayer
-from .variants import StackInfo, get_variant
+from .variants import StackInfo, Variant, get_variant
 
 
-def _stack_info(cfg: ModelConfig, role: str, num_layers: int, encoder_layers: int) -> StackInfo:
-    """The stack's place in the model; its ``options`` are every ModelConfig field, so a variant reads
-    its own option (``b2t_rescale_init``, ...) with nothing copied."""
+def _stack_info(cfg: ModelConfig, variant: Variant, role: str, num_layers: int, encoder_layers: int) -> StackInfo:
+    """The one description every layer of a stack is built from: its place in the model, every ModelConfig field
+    (so a variant reads its own option, ``b2t_rescale_init``, ... with nothing copied) and the variant."""
     return StackInfo(role=role, num_layers=num_layers, encoder_layers=encoder_layers,
-                     decoder_layers=cfg.decoder_layers, options=cfg.to_dict())
+                     decoder_layers=cfg.decoder_layers, options=cfg.to_dict(), variant=variant)
 
 
 def build_encoder_input(cfg: ModelConfig) -> nn.Module:
@@ -52,18 +52,14 @@ class Encoder(nn.Module):
     (``src`` is then a :class:`~b2t_lib.speech.SpeechSource` and ``embed_tokens`` is None).
     """
 
-    def __init__(self, cfg: ModelConfig, embed_tokens: nn.Embedding | None):
+    def __init__(self, cfg: ModelConfig, embed_tokens: nn.Embedding | None, variant: Variant | None = None):
         super().__init__()
-        self.variant = get_variant(cfg.variant)
+        self.variant = variant or get_variant(cfg.variant)   # a model passes the variant it resolved once
         self.dropout = cfg.dropout
         self.embed_tokens = embed_tokens
         self.input = build_encoder_input(cfg)
-        self.stack = _stack_info(cfg, "encoder", cfg.encoder_layers, cfg.encoder_layers)
-        self.layers = nn.ModuleList(
-            EncoderLayer(cfg.d_model, cfg.n_heads, cfg.d_ff, cfg.variant, cfg.encoder_layers, cfg.dropout,
-                         cfg.attention_dropout, cfg.activation_dropout, stack=self.stack)
-            for _ in range(cfg.encoder_layers)
-        )
+        self.stack = _stack_info(cfg, self.variant, "encoder", cfg.encoder_layers, cfg.encoder_layers)
+        self.layers = nn.ModuleList(EncoderLayer(stack=self.stack) for _ in range(cfg.encoder_layers))
         self.layer_norm = nn.LayerNorm(cfg.d_model) if self.variant.final_norm else None
 
     def forward(self, src_tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -85,20 +81,16 @@ class Decoder(nn.Module):
     """
 
     def __init__(self, cfg: ModelConfig, embed_tokens: nn.Embedding, cross_attention: bool = True,
-                 share_input_output: bool = True):
+                 share_input_output: bool = True, variant: Variant | None = None):
         super().__init__()
-        self.variant = get_variant(cfg.variant)
+        self.variant = variant or get_variant(cfg.variant)   # a model passes the variant it resolved once
         self.dropout = cfg.dropout
         self.embed_tokens = embed_tokens
         self.input = TokenInput(cfg.d_model, cfg.pad_idx, cfg.word_dropout, keep_first=True)
         role = "decoder" if cross_attention else "lm"
-        self.stack = _stack_info(cfg, role, cfg.decoder_layers, cfg.encoder_layers if cross_attention else 0)
-        self.layers = nn.ModuleList(
-            DecoderLayer(cfg.d_model, cfg.n_heads, cfg.d_ff, cfg.variant, cfg.decoder_layers, cfg.dropout,
-                         cfg.attention_dropout, cfg.activation_dropout, cross_attention=cross_attention,
-                         stack=self.stack)
-            for _ in range(cfg.decoder_layers)
-        )
+        self.stack = _stack_info(cfg, self.variant, role, cfg.decoder_layers,
+                                 cfg.encoder_layers if cross_attention else 0)
+        self.layers = nn.ModuleList(DecoderLayer(stack=self.stack) for _ in range(cfg.decoder_layers))
         final_norm = self.variant.final_norm and cfg.decoder_final_norm  # transformer_lm_wiki103: none
         self.layer_norm = nn.LayerNorm(cfg.d_model) if final_norm else None
         self.output_projection = self.adaptive_softmax = None
@@ -193,7 +185,7 @@ class _Model(nn.Module):
 class EncoderDecoder(_Model):
     """Transformer encoder-decoder. ``forward(src_tokens, prev_output_tokens) -> logits (batch, tgt_time, vocab)``.
 
-    With ``cfg.encoder_input="speech"`` (the S2T Transformer, methods_spec 3.5) the source is a
+    With ``cfg.encoder_input="speech"`` (the S2T Transformer, docs/methods.md §3.5) the source is a
     :class:`~b2t_lib.speech.SpeechSource` (features and lengths), the encoder has no token embedding,
     and a batch dict gives ``features``, ``src_lengths`` and ``prev_output_tokens``.
     """
@@ -207,7 +199,7 @@ class EncoderDecoder(_Model):
         if cfg.encoder_layers < 1:
             raise ConfigError("an EncoderDecoder needs at least one encoder layer; use LanguageModel for a "
                               "decoder-only model")
-        self.cfg, self.variant = cfg, get_variant(cfg.variant)
+        self.cfg, self.variant = cfg, get_variant(cfg.variant)   # the model's one registry look-up
         speech = cfg.encoder_input == "speech"
         if speech:
             self.input_keys = self.speech_input_keys
@@ -215,9 +207,9 @@ class EncoderDecoder(_Model):
         encoder_embed = None if speech else build_token_embedding(cfg.vocab_size, cfg.d_model, cfg.pad_idx)
         decoder_embed = encoder_embed if cfg.share_embeddings else build_token_embedding(
             cfg.vocab_size, cfg.d_model, cfg.pad_idx)
-        self.encoder = Encoder(cfg, encoder_embed)
+        self.encoder = Encoder(cfg, encoder_embed, self.variant)
         self.decoder = Decoder(cfg, decoder_embed, cross_attention=True,
-                               share_input_output=cfg.share_embeddings or cfg.share_decoder_io)
+                               share_input_output=cfg.share_embeddings or cfg.share_decoder_io, variant=self.variant)
         self._finish_init()
 
     def batch_inputs(self, batch: dict) -> tuple:
@@ -244,7 +236,7 @@ class LanguageModel(_Model):
 
     The variant wires each layer as in the decoder with the cross-attention line removed; B2T is
     :math:`y = \mathrm{LN}(x_{inp} + x_{ffn} + \mathrm{FFN}(x_{ffn}))` with
-    :math:`x_{ffn} = \mathrm{LN}(\mathrm{SelfAttn}(x_{inp}) + x_{inp})` (Eq. 5-7, methods_spec 1.3).
+    :math:`x_{ffn} = \mathrm{LN}(\mathrm{SelfAttn}(x_{inp}) + x_{inp})` (Eq. 5-7, docs/methods.md §1.3).
 
     ``forward(tokens) -> logits (batch, time, vocab)`` (log-probabilities with an adaptive softmax);
     ``forward(tokens, features_only=True)`` returns the last hidden states (batch, time, d_model), from
@@ -256,12 +248,13 @@ class LanguageModel(_Model):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         cfg.validate()
-        self.cfg, self.variant = cfg, get_variant(cfg.variant)
+        self.cfg, self.variant = cfg, get_variant(cfg.variant)   # the model's one registry look-up
         if cfg.adaptive_input:  # the one place the adaptive input is built
             embed = AdaptiveInput(cfg.vocab_size, cfg.d_model, cfg.adaptive_cutoff, cfg.adaptive_factor, cfg.pad_idx)
         else:
             embed = build_token_embedding(cfg.vocab_size, cfg.d_model, cfg.pad_idx)
-        self.decoder = Decoder(cfg, embed, cross_attention=False, share_input_output=cfg.share_decoder_io)
+        self.decoder = Decoder(cfg, embed, cross_attention=False, share_input_output=cfg.share_decoder_io,
+                               variant=self.variant)
         self._finish_init()
 
     def forward(self, tokens: torch.Tensor, cache: dict | None = None, features_only: bool = False) -> torch.Tensor:

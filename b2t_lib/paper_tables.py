@@ -222,12 +222,6 @@ def row_from_result(result: dict, task: str | None = None) -> list | dict | Fail
     raise ValueError(f"no paper table for task {task!r}; tasks: {sorted(set(TABLE_TASKS.values()))}")
 
 
-def mt_row_from_result(result: dict) -> list | FailedRun:
-    """A Table-1 row (per-year BLEU and the average) of an MT ``result.json`` record, or a
-    :class:`FailedRun` (see :func:`row_from_result`)."""
-    return row_from_result(result, "mt")
-
-
 def read_results(paths) -> list[dict]:
     """The ``result.json`` records of ``paths``: run folders (their ``result.json``) or ``.json`` files.
     Missing ones and other files (a glob such as ``runs/*`` also matches logs) are skipped; a record

@@ -5,7 +5,7 @@ preset names, from its field in :class:`~b2t_lib.train.TrainConfig` or
 :class:`~b2t_lib.config.ModelConfig`), so the paper's recipe lives in one place. Model options
 use their ModelConfig field names (``d_model``, ``variant``, ...):
 
-* ``full``  - the paper's Appendix A (Table 6) and the official README (methods_spec 1.8, 3.3-3.5):
+* ``full``  - the paper's Appendix A (Table 6) and the official README (docs/methods.md §1.8, §3.3-3.5):
   Adam (0.9, 0.98), eps 1e-8, peak lr 1e-3, inverse-sqrt schedule with warmup from 1e-7,
   label smoothing 0.1, weight decay 0. The paper's batch (e.g. 3584 tokens x 128 GPU-steps for
   MT, about 459K tokens per update) is kept through ``tokens_per_update``: on fewer GPUs the
@@ -33,7 +33,7 @@ from .scale import SCALES, rehearsal
 
 TASKS = ("mt", "summarization", "lm", "asr")
 
-# Shared by every task and scale (Table 6 and methods_spec 3.3): the optimizer and the loss.
+# Shared by every task and scale (Table 6 and docs/methods.md §3.3): the optimizer and the loss.
 _COMMON = dict(
     lr=1e-3,
     lr_scheduler="inverse_sqrt",
@@ -71,7 +71,7 @@ _BASE = dict(d_model=512, n_heads=8, d_ff=2048)
 
 # Decoding of headline generation at every scale (the source of these values: see the summarization presets).
 _HEADLINE_DECODING = dict(beam=5, lenpen=1.0, lenpen_other=1.0, max_len_a=0.0, max_len_b=200)
-# fairseq's transformer_lm_wiki103 (Baevski & Auli 2019; methods_spec 3.4 and 1.4) around any
+# fairseq's transformer_lm_wiki103 (Baevski & Auli 2019; docs/methods.md §3.4 and §1.4) around any
 # depth and width: adaptive input and softmax with bands at 20000 and 60000, factor 4, tied band
 # embeddings and projections, softmax dropout 0.2, no final decoder LayerNorm
 # (no_decoder_final_norm=True). Its loss (adaptive_loss) has no label smoothing; the last
@@ -83,7 +83,7 @@ _LM = dict(
     average_last=1, keep_last=2,
 )
 
-# Speech recognition at every scale (methods_spec 3.5): the S2T encoder input, no encoder embedding
+# Speech recognition at every scale (docs/methods.md §3.5): the S2T encoder input, no encoder embedding
 # (so nothing to share with it), decoder input and output embeddings tied, no label smoothing,
 # clip 10, fairseq-generate's decoding (beam 5, lenpen 1, length limit 0 * frames + 200).
 _SPEECH = dict(
@@ -99,11 +99,11 @@ _PRESETS: dict[tuple[str, str], dict] = {
         warmup_updates=4000, max_update=50000, max_tokens=3584,
         tokens_per_update=3584 * 128,          # 8 GPUs x update-freq 16 in the README: ~459K tokens
         data="data/wmt14_en_de", eval_batch_size=128,
-        # The official recipe averages the last 10 *epoch* checkpoints (methods_spec 1.8): save at
+        # The official recipe averages the last 10 *epoch* checkpoints (docs/methods.md §1.8): save at
         # every epoch end (a few hundred updates of WMT'14 at this batch), keep and average the last 10.
         save_interval=0, save_interval_epochs=1,
         log_interval=100, valid_interval=1000, threads=0,
-        # Decoding: the official command is `generate.py --beam 4 --lenpen 0.6 --remove-bpe` (methods_spec 1.8)
+        # Decoding: the official command is `generate.py --beam 4 --lenpen 0.6 --remove-bpe` (docs/methods.md §1.8)
         # and passes no length options, so fairseq's defaults apply: at most 0 * src_len + 200 tokens, then EOS.
         max_len_a=0.0, max_len_b=200,
     ),
@@ -197,12 +197,12 @@ _PRESETS: dict[tuple[str, str], dict] = {
         divergence_patience=50, log_interval=10, valid_interval=200, save_interval=400,
         threads=1,   # d 64 gains little from a second thread, and loses 10x when the cores are shared
     ),
-    # ---------------------------------------------------------------- ASR (Table 6 col. 4, methods_spec 3.5)
+    # ---------------------------------------------------------------- ASR (Table 6 col. 4, docs/methods.md §3.5)
     # fairseq S2T Transformer (Wang et al. 2020) "T-Md": d 512, FFN 2048, 8 heads, dropout 0.15 everywhere,
     # the Conv1d subsampler (1024 channels, kernels 5,5) and SpecAugment ld (2 x F=27, 2 x T=100, p=1.0);
     # the paper trains 6L-6L and 12L-6L. Table 6: lr 1e-3, warmup 4K (the S2T docs use 10K), 150K updates,
     # 40K frames per GPU x 32 GPUs; clip 10. No label smoothing: the S2T LibriSpeech recipe passes no
-    # --label-smoothing (criterion default 0; methods_spec 3.5). Decoding as the recipe's fairseq-generate:
+    # --label-smoothing (criterion default 0; docs/methods.md §3.5). Decoding as the recipe's fairseq-generate:
     # beam 5, lenpen 1, and its default length limit a=0, b=200 (src_len is in frames for speech, so a
     # text-style a=1.2 would allow thousands of tokens); the last 10 epoch checkpoints averaged.
     ("asr", "full"): dict(
@@ -224,7 +224,7 @@ _PRESETS: dict[tuple[str, str], dict] = {
     # The synthetic spoken-word corpus (b2t_lib.data.synthetic_speech: 2,000 training utterances of
     # about 1.3 s). SpecAugment keeps ld's masks but with time masks under T=10 frames: ld's T=100
     # frames (1 s) is most of a 1.3 s utterance, while on LibriSpeech (~12 s) it is ~8 % of one; with
-    # T=100 the 6L-6L model reached only ~55 % WER where T=10 gives ~2 % (issue 12 phase 1, README).
+    # T=100 the 6L-6L model reached only ~55 % WER where T=10 gives ~2 % (benchmarks/RESULTS.md section 7).
     # Tuned so that 6L-6L B2T ends well under 30 % WER within 4 minutes on 2 cores (benchmarks/RESULTS.md).
     ("asr", "tiny"): dict(
         _SPEECH, d_model=64, n_heads=4, d_ff=256, encoder_layers=6, decoder_layers=6,
@@ -253,7 +253,7 @@ _PRESETS: dict[tuple[str, str], dict] = {
 #   deadline 400: 4 x the deep runs' warmup (2.7 x the preset's 150); B2T already clears the bar at 175-200.
 # small/full (the paper's Figure 1: Post-LN 18L-18L flat from the start; Pre-LN and B2T fall within the first
 #   few thousand updates). No run of ours at these scales yet, so the numbers are conservative:
-#   margin 1 bit: on real data a stalled model picks up some target-side statistics (issue 15's 18L-18L Post-LN
+#   margin 1 bit: on real data a stalled model picks up some target-side statistics (an 18L-18L Post-LN
 #   on a real corpus crawled from 8.68 to 8.29 bits in 1000 updates, writing "Ein Mann in einem einem einem"),
 #   while a model that trains ends several bits below (the same run's B2T: 5.25 bits); 1 bit is a factor 2
 #   in per-token perplexity.
@@ -278,7 +278,7 @@ RECIPES: dict[str, dict] = {
     # sides, initial non-embedding weights x 0.1, gradient clipping 0.1, 50K -> 25K updates.
     "deep100": dict(dropout=0.5, word_dropout=0.1, init_scale=0.1, clip_norm=0.1, max_update=25000),
     # Appendix A.1: T-Fixup (``--variant tfixup``) runs with its own recipe (Huang et al. 2020;
-    # methods_spec 2.3): no warmup (inverse_sqrt_nowarmup, decay period 4000), lr 5e-4 as in its
+    # docs/methods.md §2.3): no warmup (inverse_sqrt_nowarmup, decay period 4000), lr 5e-4 as in its
     # IWSLT example. The exact values the B2T authors used are not published.
     "tfixup": dict(lr_scheduler="inverse_sqrt_nowarmup", lr=5e-4, decay_period=4000),
 }

@@ -1,4 +1,4 @@
-r"""The speech front end of the S2T Transformer (Wang et al. 2020; methods_spec 3.5) and SpecAugment.
+r"""The speech front end of the S2T Transformer (Wang et al. 2020; docs/methods.md §3.5) and SpecAugment.
 
 The encoder of a speech model reads filter-bank frames instead of token ids. Everything above
 its input is the text Transformer unchanged, so the front end is a drop-in replacement for the
@@ -37,7 +37,7 @@ import torch.nn.functional as F
 import torchaudio
 from torch import nn
 
-from .config import PAD
+from .special_tokens import PAD
 from .embedding import SinusoidalPositions
 
 

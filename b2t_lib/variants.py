@@ -27,8 +27,9 @@ same registry, each in its own module, through these hooks of :class:`Variant`:
   it (its initialization is measured on the first batch); it receives a function that runs the
   model's forward pass, so it knows nothing about batches;
 
-and three class attributes: ``layer_norm``/``final_norm`` (which LayerNorms exist),
-``attention_class`` (RealFormer swaps in its own attention) and ``recipe`` (T-Fixup's schedule).
+and four class attributes: ``layer_norm``/``final_norm`` (which LayerNorms exist),
+``attention_class`` (RealFormer swaps in its own attention), ``recipe`` (T-Fixup's schedule) and
+``bottom_to_top`` (B2T's extra connection, which fairseq checkpoints name by a flag).
 Each attention module also receives a per-forward-pass ``state`` dict shared by the attentions of
 one type (encoder self-, decoder self-, decoder cross-attention) from layer to layer; plain
 attention ignores it. A hook a variant does not override costs nothing.
@@ -51,13 +52,16 @@ SubLayer = tuple[Callable[[torch.Tensor], torch.Tensor], nn.Module | None]
 
 @dataclass
 class StackInfo:
-    """Where a layer sits: its stack's role and depth, the model's depths, and the model's options."""
+    """The one description a layer is built from: its stack's role and depth, the model's depths, the model's
+    options (every ModelConfig field: d_model, dropout, b2t_rescale_init, ...) and the variant, resolved once
+    per model from the registry."""
 
     role: str = "encoder"  # "encoder" | "decoder" | "lm" (decoder-only)
     num_layers: int = 6  # N of Eq. 10: layers in this stack
     encoder_layers: int = 0  # 0 for a decoder-only model
     decoder_layers: int = 0
     options: dict = field(default_factory=dict)  # the model's ModelConfig fields (b2t_rescale_init, ...)
+    variant: "Variant | None" = None  # the registry's entry for options["variant"]
 
 
 class Variant:
@@ -65,11 +69,12 @@ class Variant:
 
     name: str = ""
     title: str = ""  # how figures and tables name it
-    equation: str = ""  # where the paper (or methods_spec) defines it
+    equation: str = ""  # where the paper (or docs/methods.md) defines it
     layer_norm: bool = True  # layers own LayerNorms (self_attn_layer_norm, ..., final_layer_norm)
     final_norm: bool = False  # the stack has a final LayerNorm (encoder.layer_norm / decoder.layer_norm)
     attention_class: type[nn.Module] = MultiheadAttention  # what self- and cross-attention are built as
     recipe: str = ""  # a training recipe of b2t_lib.presets the method needs (T-Fixup: "tfixup"), or ""
+    bottom_to_top: bool = False  # adds the layer input before its last sum (the B2T code's --residual-bottom-to-top)
 
     def layer_forward(self, layer: nn.Module, x: torch.Tensor, sublayers: list[SubLayer]) -> torch.Tensor:
         raise NotImplementedError
@@ -143,11 +148,12 @@ class B2T(Variant):
     :math:`y = \mathrm{LN}(x_{inp} + x_{ffn} + \mathrm{FFN}(x_{ffn}))` (Eq. 5). In the decoder the
     input skips self-attention, cross-attention and the FFN alike.
 
-    Option ``b2t_rescale_init`` (off by default, methods_spec 1.5): the official code's later change
+    Option ``b2t_rescale_init`` (off by default, docs/methods.md §1.5): the official code's later change
     that multiplies every non-LayerNorm weight of the layer by :math:`N^{-1/2}`.
     """
 
     name, title, equation = "b2t", "B2T connection", "Eq. 5-7"
+    bottom_to_top = True
 
     def layer_forward(self, layer, x, sublayers):
         x_inp = x
@@ -175,6 +181,7 @@ class B2TNoLN(Variant):
 
     name, title, equation = "b2t_no_ln", "B2T w/o LN", "Eq. 9-11"
     layer_norm = False
+    bottom_to_top = True
 
     def layer_forward(self, layer, x, sublayers):
         x_ffn_out = residual_sublayers(x, sublayers)  # x_ffn + FFN(x_ffn), which contains x_inp

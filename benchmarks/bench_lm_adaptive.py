@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # run from a chec
 
 from b2t_lib import LanguageModel, ModelConfig, seed_everything  # noqa: E402
 from b2t_lib.adaptive import AdaptiveInput, AdaptiveSoftmax  # noqa: E402
-from b2t_lib.config import PAD  # noqa: E402
+from b2t_lib.special_tokens import PAD  # noqa: E402
 
 VOCAB = 267_744            # WikiText-103: 267,735 words + end-of-line - 1 + 4 specials, padded to a multiple of 8
 CUTOFF = [20_000, 60_000]

@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from b2t_lib import VARIANTS, EncoderDecoder, ModelConfig, seed_everything
-from b2t_lib.config import EOS, PAD
+from b2t_lib.special_tokens import EOS, PAD
 from b2t_lib.embedding import build_token_embedding, sinusoidal_table
 from b2t_lib.loss import label_smoothed_nll_loss
 

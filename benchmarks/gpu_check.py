@@ -13,7 +13,7 @@ On one CUDA GPU (bf16 autocast), with the sizes of the presets:
    speed and of the curves, not a result).
 
 It writes ``OUT/gpu_check.md`` (tables in the format of ``benchmarks/RESULTS.md``, with the rows of its
-``gpu-throughput`` table that :mod:`b2t_lib.train.cost` reads), ``OUT/gpu_check.json`` and
+``gpu-throughput`` table that :mod:`b2t_lib.runs.cost` reads), ``OUT/gpu_check.json`` and
 ``OUT/gpu_check_loss.png``::
 
     make gpu-check                                   # python benchmarks/gpu_check.py --out build/gpu_check
@@ -181,7 +181,7 @@ def write_outputs(out: Path, hardware: str, peak: float, steps: list[dict], lm: 
         last = r["log"][-1]["loss"] if r["log"] else float("nan")
         lines.append(f"| {variant} | {r['updates']} | {r['ms_per_update']:.0f} | {r['tokens_per_s']:.0f} | "
                      f"{r['update_freq']} | {r['amp']} | {last:.2f} |")
-    if steps[0]["mfu"] is not None:   # rows for the estimator's table (b2t_lib.train.cost reads them)
+    if steps[0]["mfu"] is not None:   # rows for the estimator's table (b2t_lib.runs.cost reads them)
         lines += ["", "Rows for the `gpu-throughput` table:", ""]
         lines += [f"| {today} | {hardware} | {peak:g} | {r['model']} {r['layers']}L-{r['layers']}L | {r['mfu']:.1%} | "
                   f"`{cmd}` |" for r in steps if r["model"] != "nn.Transformer"]

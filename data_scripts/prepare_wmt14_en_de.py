@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Prepare WMT'14 English->German as in the paper (Section 4.1), or any local parallel corpus.
+"""Prepare WMT'14 English->German as in the paper (Section 6.1.1), or any local parallel corpus.
 
     # full data (4.5M pairs, 32K joint BPE merges, newstest2010-2016), needs the Hugging Face Hub
     python data_scripts/prepare_wmt14_en_de.py --out-dir data/wmt14_en_de

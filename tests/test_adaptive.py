@@ -1,4 +1,4 @@
-"""Adaptive input and adaptive softmax (methods_spec 3.4): normalization, the loss, tying, sizes."""
+"""Adaptive input and adaptive softmax (docs/methods.md §3.4): normalization, the loss, tying, sizes."""
 from __future__ import annotations
 
 import math
@@ -9,7 +9,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from b2t_lib.adaptive import AdaptiveInput, AdaptiveSoftmax, band_boundaries
-from b2t_lib.config import PAD, ConfigError
+from b2t_lib.config import ConfigError
+from b2t_lib.special_tokens import PAD
 from b2t_lib.embedding import TokenInput
 from b2t_lib.utils import count_parameters
 

@@ -1,4 +1,4 @@
-"""The S2T speech model (methods_spec 3.5) as one ModelConfig option: the speech front end in the
+"""The S2T speech model (docs/methods.md §3.5) as one ModelConfig option: the speech front end in the
 encoder's swappable input, every variant's stacks above it, no encoder embedding, tied decoder
 embeddings; its options checked; Table 5 rows from ASR results."""
 from __future__ import annotations
@@ -132,7 +132,7 @@ def test_the_command_line_lists_the_speech_options(capsys):
 
 
 def test_table5_rows_come_from_the_wer_of_each_split():
-    """The contract's metrics["wer"][split] fill Table 5's columns by split name (the renderer is issue 15's)."""
+    """The contract's metrics["wer"][split] fill Table 5's columns by split name (the renderer of b2t_lib.paper_tables)."""
     ok = {"task": "asr", "status": "completed",
           "metrics": {"wer": {"dev_clean": 3.5, "dev_other": 8.0, "test_clean": 3.9, "test_other": 8.8}}}
     assert ASR_SPLITS == ("dev_clean", "dev_other", "test_clean", "test_other")

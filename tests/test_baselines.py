@@ -8,7 +8,7 @@ import torch.nn.functional as F
 
 import b2t_lib
 from b2t_lib import EncoderDecoder, LanguageModel, ModelConfig, seed_everything
-from b2t_lib.config import EOS, PAD
+from b2t_lib.special_tokens import EOS, PAD
 
 V, D, HEADS, FF = 40, 16, 4, 32
 

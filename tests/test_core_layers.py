@@ -82,7 +82,7 @@ def decoder_by_hand(layer, variant, x, memory, memory_mask):
 
 def lm_layer_by_hand(layer, variant, x):
     """A decoder-only layer: the decoder's equations with the cross-attention line removed
-    (methods_spec 1.3); for B2T, Eq. 5-7 with x_ffn = LN(SelfAttn(x) + x)."""
+    (docs/methods.md §1.3); for B2T, Eq. 5-7 with x_ffn = LN(SelfAttn(x) + x)."""
     sa = lambda h: attention_by_hand(layer.self_attn, h, h, causal=True)  # noqa: E731
     ffn = lambda h: ffn_by_hand(layer, h)  # noqa: E731
     ln1, ln3 = layer.self_attn_layer_norm, layer.final_layer_norm
@@ -147,7 +147,7 @@ def test_layer_norms_exist_only_where_the_variant_has_them():
 
 
 def test_b2t_no_ln_alpha_beta_values():
-    """Eq. 10-11 against the values methods_spec 1.6 lists."""
+    """Eq. 10-11 against the values docs/methods.md §1.6 lists."""
     assert [round(b2t_no_ln_alpha(n), 3) for n in (6, 12, 18, 100)] == [0.5, 0.689, 0.648, 0.501]
     assert round(b2t_no_ln_beta(512), 3) == 0.287 and round(b2t_no_ln_beta(1024), 3) == 0.25
     # alpha rises while N/12 < N^-0.15 (up to N = 9), then falls

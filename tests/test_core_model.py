@@ -204,3 +204,35 @@ def test_scale_switch(monkeypatch):
         with pytest.raises(ScaleError, match="needs a CUDA GPU"):
             get_scale()
     assert get_scale(require_hardware=False) == "full"
+
+
+def test_building_a_model_looks_the_variant_up_once_and_each_layer_gets_one_description(monkeypatch):
+    """The model resolves its variant in the registry once; every layer of a stack is built from the stack's one
+    description (StackInfo: depths, every ModelConfig field, the resolved variant), never from copies of its
+    options as well."""
+    import b2t_lib.variants as variants
+    from b2t_lib import DecoderLayer, EncoderLayer
+
+    class CountingRegistry(dict):
+        lookups = 0
+
+        def __getitem__(self, name):
+            CountingRegistry.lookups += 1
+            return super().__getitem__(name)
+
+    monkeypatch.setattr(variants, "VARIANTS", CountingRegistry(variants.VARIANTS))
+    for variant in ("b2t", "deepnet", "dlcl", "admin"):
+        CountingRegistry.lookups = 0
+        model = EncoderDecoder(ModelConfig(vocab_size=40, d_model=16, n_heads=2, d_ff=32, encoder_layers=18,
+                                           decoder_layers=18, variant=variant))
+        assert CountingRegistry.lookups == 1, (variant, CountingRegistry.lookups)
+        for stack in (model.encoder, model.decoder):
+            assert all(layer.stack is stack.stack and layer.variant is model.variant for layer in stack.layers)
+            assert stack.stack.options == model.cfg.to_dict() and stack.stack.variant is model.variant
+    CountingRegistry.lookups = 0
+    LanguageModel(ModelConfig(vocab_size=40, d_model=16, n_heads=2, d_ff=32, encoder_layers=0, decoder_layers=16))
+    assert CountingRegistry.lookups == 1
+    with pytest.raises(TypeError, match="not both"):
+        EncoderLayer(16, stack=model.encoder.stack)
+    with pytest.raises(TypeError, match="not both"):
+        DecoderLayer(dropout=0.1, stack=model.decoder.stack)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from b2t_lib.config import BOS, EOS, PAD, UNK
+from b2t_lib.special_tokens import BOS, EOS, PAD, UNK
 from b2t_lib.data import load_translation_split, prepare_synthetic_mt, test_split_names
 from b2t_lib.data.synthetic import synthetic_splits
 from b2t_lib.data.text import moses_detokenize, moses_tokenize

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from b2t_lib.config import UNK
+from b2t_lib.special_tokens import UNK
 from b2t_lib.data import gigaword, load_translation_split, test_split_names
 from b2t_lib.data.prepare import _count_lines
 from b2t_lib.data.summarization import HeadlineFileError, check_headline_files

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from b2t_lib.config import EOS, PAD, UNK
+from b2t_lib.special_tokens import EOS, PAD, UNK
 from b2t_lib.data.dictionary import Dictionary
 from b2t_lib.data.lm import (WIKITEXT103, WIKITEXT103_VOCAB, download_wikitext103, prepare_lm_data,
                              unigram_cross_entropy)

@@ -16,7 +16,7 @@ import pytest
 import soundfile as sf
 import torch
 
-from b2t_lib.config import EOS, PAD
+from b2t_lib.special_tokens import EOS, PAD
 from b2t_lib.data import speech
 from b2t_lib.data.audio import extract_features
 from b2t_lib.data.speech import prepare_librispeech, prepare_speech_from_files

@@ -8,7 +8,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from b2t_lib.config import BOS, EOS, PAD, UNK
+from b2t_lib.special_tokens import BOS, EOS, PAD, UNK
 from b2t_lib.data import BatchSizeError, Dictionary, SyntheticLanguagePair, generate_synthetic_pairs, token_batches
 from b2t_lib.data.bpe import BPE, learn_bpe, load_codes, remove_bpe, save_codes
 from b2t_lib.data.synthetic import STRONG_ENDING, Clause, NounPhrase, Sentence, synthetic_splits

@@ -295,7 +295,7 @@ def test_the_manifest_stores_the_baseline_the_trainers_nll_gives_a_frequency_onl
     import torch
 
     from b2t_lib.data import load_translation_split
-    from b2t_lib.train import build_task, data_unigram_baseline, label_smoothed_nll_loss
+    from b2t_lib.train import build_task, label_smoothed_nll_loss
 
     train, valid = load_translation_split(small_data, "train"), load_translation_split(small_data, "valid")
     counts = torch.bincount(torch.from_numpy(np.array(train.tgt.data, dtype=np.int64)),
@@ -309,7 +309,6 @@ def test_the_manifest_stores_the_baseline_the_trainers_nll_gives_a_frequency_onl
     task = build_task(tiny(small_data, "unused"))
     task.load_datasets()
     assert task.unigram_baseline() == manifest["unigram"]["valid"]["bits_per_token"]
-    assert data_unigram_baseline("mt", small_data) == task.unigram_baseline()      # the notebooks' shortcut
     assert bits < math.log2(len(train.dictionary))            # better than a uniform guess
 
 

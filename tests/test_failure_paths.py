@@ -1,4 +1,4 @@
-"""Failure paths a user meets (issue 9): an unknown B2T_SCALE, a save directory that holds a run, a
+"""Failure paths a user meets: an unknown B2T_SCALE, a save directory that holds a run, a
 truncated checkpoint on --resume, and checkpoints that must load without running code from the file."""
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from b2t_lib import EncoderDecoder, LanguageModel, ModelConfig, seed_everything
-from b2t_lib.fairseq_compat import (CheckpointMismatch, UnsafeCheckpoint, config_from_fairseq_args,
+from b2t_lib.fairseq_compat import (CheckpointMismatch, UntrustedCheckpoint, config_from_fairseq_args,
                                     convert_fairseq_state_dict, load_fairseq_checkpoint, to_fairseq_state_dict)
 
 
@@ -178,7 +178,7 @@ def test_a_file_that_needs_more_than_the_allow_list_is_refused_by_type_unless_tr
     checkpoint["extra_state"]["callback"] = Mystery()
     path = tmp_path / "odd.pt"
     torch.save(checkpoint, path)
-    with pytest.raises(UnsafeCheckpoint, match=r"Mystery.*trust_checkpoint=True"):
+    with pytest.raises(UntrustedCheckpoint, match=r"Mystery.*trust_checkpoint=True"):
         load_fairseq_checkpoint(path)
     assert load_fairseq_checkpoint(path, trust_checkpoint=True).cfg.variant == "b2t"
 

@@ -9,15 +9,14 @@ import pytest
 import torch
 
 from b2t_lib import ScaleError
-from b2t_lib.train.command import config_from_args, parse_train_args, train_argv
 from b2t_lib.files import write_json_atomic
 from b2t_lib.train import TrainConfig
-from b2t_lib.train.cost import (ASSUMED_MFU, TASK_SHAPES, estimate_gpu_hours, estimate_table, flops_per_update,
-                                measured_throughput)
-from b2t_lib.train.launch import LaunchError, launch, runs_root
-from b2t_lib.train.progress import LaunchProgress
-from b2t_lib.train.queue import make_slots
-from b2t_lib.train.runs import RunStatus, process_alive, process_token, repo_root, run_status
+from b2t_lib.runs.cost import (ASSUMED_MFU, TASK_SHAPES, estimate_gpu_hours, estimate_table, flops_per_update,
+                               measured_throughput)
+from b2t_lib.runs.launch import LaunchError, launch, runs_root
+from b2t_lib.runs.progress import LaunchProgress
+from b2t_lib.runs.queue import make_slots
+from b2t_lib.runs.state import RunStatus, process_alive, process_token, repo_root, run_status
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -106,10 +105,21 @@ def test_names_must_be_single_folders(runs, tmp_path):
     lambda: TrainConfig.from_preset("mt", "small", variant="deepnet", deepnet_encoder_beta_factor=1.15,
                                     update_freq=3, tokens_per_update=0),
 ])
-def test_the_train_command_reproduces_the_config_exactly(make):
+def test_a_detached_run_trains_exactly_its_config_file(make, tmp_path):
+    """The queue writes each run's config as JSON (config.json) and starts ``train --config`` on it: the data
+    round-trips exactly (tuples included), and the file admits no other option."""
+    from b2t_lib.cli import _config_file
+    from b2t_lib.runs.queue import run_command
+
     cfg = make()
-    _, args = parse_train_args(train_argv(cfg))
-    assert config_from_args(args).to_dict() == cfg.to_dict()
+    path = tmp_path / "config.json"
+    write_json_atomic(path, cfg.to_dict())
+    _, back = _config_file(["--config", str(path)])
+    assert back.to_dict() == cfg.to_dict()
+    assert run_command(path, {"nproc": 1})[-3:] == ["train", "--config", str(path)]
+    assert "--nproc_per_node=2" in run_command(path, {"nproc": 2})
+    with pytest.raises(SystemExit):
+        _config_file(["--config", str(path), "--lr", "1"])
 
 
 def test_device_slots():
@@ -233,7 +243,7 @@ def test_the_runs_command_lists_each_run_s_state(runs, tmp_path, capsys):
 
 def test_relative_data_paths(runs, tmp_path, monkeypatch):
     """A preset's own data folder lives in the repository root; any other relative path is the caller's."""
-    from b2t_lib.train.launch import _resolve
+    from b2t_lib.runs.launch import _resolve
 
     monkeypatch.chdir(tmp_path)
     small = TrainConfig.from_preset("mt", "small")

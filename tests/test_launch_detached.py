@@ -18,9 +18,9 @@ import torch
 from b2t_lib.data import prepare_synthetic_mt
 from b2t_lib.train import TrainConfig, Trainer, list_checkpoints, load_checkpoint, read_log
 from b2t_lib.train.checkpoint import newest_readable_checkpoint
-from b2t_lib.train.launch import LaunchError, launch
-from b2t_lib.train.queue import queue_alive
-from b2t_lib.train.runs import read_json
+from b2t_lib.runs import LaunchError, launch
+from b2t_lib.runs.queue import queue_alive
+from b2t_lib.files import read_json
 
 pytestmark = pytest.mark.slow  # trains models in subprocesses
 
@@ -30,7 +30,7 @@ import json, signal, sys
 # would otherwise pass the ignored disposition on to this process
 signal.signal(signal.SIGINT, signal.default_int_handler)
 from b2t_lib.train import TrainConfig
-from b2t_lib.train.launch import launch
+from b2t_lib.runs import launch
 configs = {name: TrainConfig.from_dict(values) for name, values in json.load(open(sys.argv[1])).items()}
 launch(configs, sys.argv[2], devices=["cpu", "cpu"], detach=True, poll_interval=0.2, progress_interval=0.5)
 """
@@ -149,7 +149,7 @@ def test_runs_beyond_the_devices_wait_in_the_queue(data_dir, runs):
 
 
 def test_the_small_preset_runs_detached_on_the_cpu_shows_progress_and_completes(minimal_data, runs, capsys):
-    """The acceptance test of issue 13: the small preset's model (Transformer-base 6L-6L), its data pointed at
+    """The launcher's acceptance test at small: the small preset's model (Transformer-base 6L-6L), its data pointed at
     a prepared tiny corpus, 2 updates, forced to the CPU; evaluation (beam 4) on its 4-sentence test set."""
     cfg = TrainConfig.from_preset("mt", "small", device="cpu", data=str(minimal_data), max_update=2, log_interval=1)
     assert (cfg.model.d_model, cfg.model.encoder_layers, cfg.model.decoder_layers) == (512, 6, 6)

@@ -7,7 +7,7 @@ import torch.nn.functional as F
 
 from b2t_lib import VARIANTS, ConfigError, LanguageModel, ModelConfig, seed_everything
 from b2t_lib.adaptive import AdaptiveInput, AdaptiveSoftmax
-from b2t_lib.config import EOS, PAD
+from b2t_lib.special_tokens import EOS, PAD
 from b2t_lib.generate import lm_greedy_continuation
 
 V, D = 300, 32

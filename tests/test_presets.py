@@ -37,8 +37,8 @@ def test_full_presets_are_table6(task):
     assert got == TABLE6[task]
     assert (p["adam_beta1"], p["adam_beta2"], p["adam_eps"]) == (0.9, 0.98, 1e-8)
     assert p["lr_scheduler"] == "inverse_sqrt" and p["warmup_init_lr"] == 1e-7
-    # label smoothing 0.1 (methods_spec 3.3), except the LM (fairseq's adaptive_loss has none) and ASR
-    # (methods_spec 3.5: the S2T LibriSpeech recipe passes no --label-smoothing)
+    # label smoothing 0.1 (docs/methods.md §3.3), except the LM (fairseq's adaptive_loss has none) and ASR
+    # (docs/methods.md §3.5: the S2T LibriSpeech recipe passes no --label-smoothing)
     assert p["label_smoothing"] == (0.0 if task in ("lm", "asr") else 0.1)
 
 
@@ -52,7 +52,7 @@ def test_full_mt_batch_is_the_papers_459k_tokens_on_any_number_of_gpus():
 
 
 def test_full_mt_averages_the_last_10_epoch_checkpoints():
-    cfg = TrainConfig.from_preset("mt", "full")          # methods_spec 1.8: --num-epoch-checkpoints 10
+    cfg = TrainConfig.from_preset("mt", "full")          # docs/methods.md §1.8: --num-epoch-checkpoints 10
     assert (cfg.save_interval_epochs, cfg.save_interval, cfg.keep_last, cfg.average_last) == (1, 0, 10, 10)
 
 
@@ -92,7 +92,7 @@ def test_tfixup_gets_its_own_no_warmup_recipe_without_asking():
 
 @pytest.mark.parametrize("scale", SCALES)
 def test_asr_presets_are_the_s2t_recipe(scale):
-    """methods_spec 3.5 at every scale: speech input, decoder embeddings tied and no encoder embedding,
+    """docs/methods.md §3.5 at every scale: speech input, decoder embeddings tied and no encoder embedding,
     no label smoothing, clip 10, beam 5 with fairseq-generate's length limit (0 x frames + 200)."""
     cfg = TrainConfig.from_preset("asr", scale)
     m = cfg.model

@@ -16,6 +16,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -83,9 +84,12 @@ def test_the_rule_reaches_explicit_options_is_idempotent_and_leaves_tiny_alone(r
     assert cfg.replace(max_update=5000).max_update == 8                           # replace() goes through it too
     tiny = TrainConfig.from_preset("mt", "tiny")
     assert tiny.model.d_model == 64 and tiny.max_update == 1000                    # tiny is never shrunk
-    from b2t_lib.train.command import train_argv
+    from b2t_lib.cli import _config_file
+    from b2t_lib.files import write_json_atomic
 
-    train_argv(cfg)                                 # a detached run's command line gives this config back exactly
+    with tempfile.TemporaryDirectory() as folder:   # a detached run's config file gives this config back exactly
+        write_json_atomic(Path(folder) / "config.json", values)
+        assert _config_file(["--config", str(Path(folder) / "config.json")])[1].to_dict() == values
     lm = TrainConfig.from_preset("lm", "full")
     assert lm.model.adaptive_cutoff == REHEARSAL_SIZES["lm"]["adaptive_cutoff"]
 
@@ -150,7 +154,7 @@ def test_the_stall_path_at_small_on_the_detached_queue_and_at_full_through_torch
     done = run_rehearsed("""
         import json
         from b2t_lib.train import TrainConfig
-        from b2t_lib.train.launch import launch
+        from b2t_lib.runs import launch
 
         if __name__ == "__main__":
             for scale in ("small", "full"):

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from b2t_lib.cli import main
-from b2t_lib.config import EOS
+from b2t_lib.special_tokens import EOS
 from b2t_lib.data.speech_dataset import load_speech_split, speech_manifest
 from b2t_lib.data.synthetic_speech import prepare_synthetic_asr
 from b2t_lib.generate import beam_search

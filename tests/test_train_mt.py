@@ -90,7 +90,7 @@ def test_table1_layout_shows_our_row_beside_the_papers(trained, tmp_path):
 
 
 def test_run_many_with_two_workers_gives_what_one_worker_gives(data_dir, tmp_path):
-    from b2t_lib.train import run_many
+    from b2t_lib.runs.sweep import run_many
 
     def configs(folder):
         return [TrainConfig.from_preset("mt", "tiny", data=str(data_dir), save_dir=str(tmp_path / folder / v),
@@ -113,7 +113,7 @@ def test_run_many_with_two_workers_gives_what_one_worker_gives(data_dir, tmp_pat
 
 
 def test_saving_by_epoch_numbers_epoch_ends_and_averages_only_them(data_dir, tmp_path):
-    """The full preset's recipe (methods_spec 1.8): a checkpoint at every epoch end, the final mid-epoch
+    """The full preset's recipe (docs/methods.md §1.8): a checkpoint at every epoch end, the final mid-epoch
     state in checkpoint_last.pt only, and decoding averages the last epoch checkpoints."""
     def config(**extra):
         values = dict(data=str(data_dir), save_dir=str(tmp_path / "run"), d_model=16, n_heads=2, d_ff=32,

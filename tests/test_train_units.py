@@ -5,7 +5,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from b2t_lib.config import PAD
+from b2t_lib.special_tokens import PAD
 from b2t_lib.train import (CheckpointMismatch, DivergenceMonitor, LRSchedule, average_checkpoints,
                            label_smoothed_nll_loss, list_checkpoints, load_checkpoint)
 from b2t_lib.train.checkpoint import check_compatible, save_checkpoint
@@ -111,7 +111,8 @@ def test_unreadable_checkpoint_and_config_differences_are_named(tmp_path):
 
 
 def test_run_many_refuses_runs_that_would_share_a_save_dir():
-    from b2t_lib.train import TrainConfig, run_many
+    from b2t_lib.runs.sweep import run_many
+    from b2t_lib.train import TrainConfig
 
     a = TrainConfig.from_preset("mt", "tiny", save_dir="runs/x")
     with pytest.raises(ValueError, match="its own --save-dir"):

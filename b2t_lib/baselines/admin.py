@@ -1,4 +1,4 @@
-r"""Admin (Liu et al. 2020): Post-LN with a learned per-dimension weight on every shortcut (methods_spec 2.2).
+r"""Admin (Liu et al. 2020): Post-LN with a learned per-dimension weight on every shortcut (docs/methods.md §2.2).
 
 Sub-layer :math:`i` (self-attention, cross-attention, FFN, in execution order) computes
 
@@ -79,7 +79,7 @@ class ShortcutWeights(nn.ParameterList):
 class Admin(Variant):
     r"""Post-LN with :math:`x \leftarrow \mathrm{LN}(\omega \odot x + \mathcal{F}(x))`, :math:`\omega` profiled."""
 
-    name, title, equation = "admin", "Admin", "Liu et al. 2020 (methods_spec 2.2)"
+    name, title, equation = "admin", "Admin", "Liu et al. 2020 (docs/methods.md §2.2)"
 
     def build_layer(self, layer: nn.Module) -> None:
         sublayers = 3 if getattr(layer, "cross_attention", False) else 2

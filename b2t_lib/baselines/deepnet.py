@@ -1,4 +1,4 @@
-r"""DeepNet (Wang et al. 2022): DeepNorm residuals plus a depth-scaled initialization (methods_spec 2.1).
+r"""DeepNet (Wang et al. 2022): DeepNorm residuals plus a depth-scaled initialization (docs/methods.md §2.1).
 
 Every sub-layer (self-attention, cross-attention, FFN) is Post-LN with the shortcut up-weighted by a
 constant :math:`\alpha > 1`:
@@ -58,7 +58,7 @@ def deepnet_constants(stack: StackInfo) -> tuple[float, float]:
 class DeepNet(Variant):
     r"""Post-LN with :math:`x \leftarrow \mathrm{LN}(\alpha x + \mathcal{F}(x))` and the :math:`\beta` init."""
 
-    name, title, equation = "deepnet", "DeepNet", "Wang et al. 2022 (methods_spec 2.1)"
+    name, title, equation = "deepnet", "DeepNet", "Wang et al. 2022 (docs/methods.md §2.1)"
 
     def layer_forward(self, layer, x, sublayers):
         alpha = layer.deepnet_alpha

@@ -1,4 +1,4 @@
-r"""DLCL (Wang et al. 2019): each layer reads a learned combination of all layers below it (methods_spec 2.5).
+r"""DLCL (Wang et al. 2019): each layer reads a learned combination of all layers below it (docs/methods.md §2.5).
 
 The paper applies DLCL to Post-LN. Per stack of :math:`L` layers, with :math:`y_0` the embedding
 output (after :math:`\sqrt d` scaling, positions and dropout) and :math:`y_k` the output of the
@@ -44,7 +44,7 @@ def dlcl_average_weights(num_layers: int) -> torch.Tensor:
 class DLCL(PostLN):
     r"""Post-LN layers; layer :math:`k+1` reads :math:`\mathrm{LN}_k(\sum_{j\le k} W_{k,j} y_j)`."""
 
-    name, title, equation = "dlcl", "DLCL", "Wang et al. 2019 (methods_spec 2.5)"
+    name, title, equation = "dlcl", "DLCL", "Wang et al. 2019 (docs/methods.md §2.5)"
 
     def build_layer(self, layer: nn.Module) -> None:
         xavier_ffn_init(layer)

@@ -1,4 +1,4 @@
-r"""RealFormer (He et al. 2021): Post-LN with residual attention scores (methods_spec 2.4).
+r"""RealFormer (He et al. 2021): Post-LN with residual attention scores (docs/methods.md §2.4).
 
 Each attention layer adds the previous layer's *raw* pre-softmax scores to its own, per head:
 
@@ -64,7 +64,7 @@ class RealFormerAttention(MultiheadAttention):
 class RealFormer(PostLN):
     r"""Post-LN; every attention adds the previous layer's raw scores :math:`S_{l-1}` before its softmax."""
 
-    name, title, equation = "realformer", "RealFormer", "He et al. 2021 (methods_spec 2.4)"
+    name, title, equation = "realformer", "RealFormer", "He et al. 2021 (docs/methods.md §2.4)"
     attention_class = RealFormerAttention
 
     def build_layer(self, layer: nn.Module) -> None:

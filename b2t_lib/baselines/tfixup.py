@@ -1,4 +1,4 @@
-r"""T-Fixup (Huang et al. 2020): no LayerNorm at all, a depth-scaled init, no warmup (methods_spec 2.3).
+r"""T-Fixup (Huang et al. 2020): no LayerNorm at all, a depth-scaled init, no warmup (docs/methods.md §2.3).
 
 Every sub-layer is a plain residual, and no stack has a final LayerNorm:
 
@@ -59,7 +59,7 @@ def tfixup_embedding_factor(num_layers: int) -> float:
 class TFixup(Variant):
     r"""No LayerNorm: :math:`x \leftarrow x + \mathcal{F}(x)`, with T-Fixup's initialization."""
 
-    name, title, equation = "tfixup", "T-Fixup", "Huang et al. 2020 (methods_spec 2.3)"
+    name, title, equation = "tfixup", "T-Fixup", "Huang et al. 2020 (docs/methods.md §2.3)"
     layer_norm = False
     recipe = RECIPE  # the trainer recipe with T-Fixup's no-warmup schedule
 

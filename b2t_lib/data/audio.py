@@ -1,10 +1,10 @@
-r"""From an audio file to the speech features of fairseq S2T (Wang et al. 2020; methods_spec 3.5).
+r"""From an audio file to the speech features of fairseq S2T (Wang et al. 2020; docs/methods.md §3.5).
 
 The chain, for one utterance:
 
 1. **read** with ``soundfile`` (WAV, FLAC, OGG, ...; a path or the file's bytes). ``soundfile``
    returns samples :math:`s_t \in [-1, 1]`; no FFmpeg or torchcodec is needed
-   (data_sources.md 1f and 4).
+   (docs/data.md §1f and §4).
 2. **mix down** to mono, :math:`s_t = \frac{1}{C}\sum_c s_{t,c}`, and **resample** to
    :math:`f_s = 16` kHz with ``torchaudio.functional.resample`` (band-limited sinc interpolation)
    when the file has another rate.

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from b2t_lib.config import BOS, EOS, PAD
+from ..special_tokens import EOS, PAD, strip_special
 
 from .batching import token_batches
 from .bpe import BPE, remove_bpe
@@ -161,16 +161,7 @@ class TranslationDataset:
         tokenization reverted; other data stays tokenized, like its references. ``lang``
         defaults to the target language.
         """
-        if isinstance(token_ids, torch.Tensor):
-            token_ids = token_ids.tolist()
-        ids = [int(i) for i in token_ids]
-        start = 0
-        while start < len(ids) and ids[start] in (BOS, EOS):
-            start += 1
-        ids = ids[start:]
-        if EOS in ids:
-            ids = ids[: ids.index(EOS)]
-        pieces = self.dictionary.string(i for i in ids if i not in (PAD, BOS))
+        pieces = self.dictionary.string(strip_special(token_ids))
         if self.tokenizer != "moses":
             return remove_bpe(pieces)
         return moses_detokenize(remove_bpe(pieces), lang or self.tgt_lang)

@@ -1,7 +1,7 @@
 """A fairseq-compatible token dictionary (``dict.txt``).
 
 fairseq's dictionary puts four special symbols first, ``<s>=0, <pad>=1, </s>=2, <unk>=3``
-(:mod:`b2t_lib.config`), and then every other symbol sorted by descending training count, ties
+(:mod:`b2t_lib.special_tokens`), and then every other symbol sorted by descending training count, ties
 broken alphabetically. ``fairseq-preprocess`` pads the size to a multiple of 8 with dummy symbols
 ``madeupword0000``, ``madeupword0001``, ... so the embedding matrix has GPU-friendly shapes.
 
@@ -15,10 +15,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Iterable
 
-from b2t_lib.config import BOS, EOS, PAD, SPECIAL_TOKENS, UNK
+from ..special_tokens import BOS, EOS, PAD, SPECIAL_TOKENS, UNK, SpecialIds
 
 
-class Dictionary:
+class Dictionary(SpecialIds):
     """Maps symbols (BPE pieces) to integer ids and back."""
 
     def __init__(self) -> None:
@@ -47,18 +47,6 @@ class Dictionary:
     def index(self, symbol: str) -> int:
         """Id of ``symbol``; ``<unk>`` for a symbol never seen in training."""
         return self.indices.get(symbol, UNK)
-
-    def bos(self) -> int:
-        return BOS
-
-    def pad(self) -> int:
-        return PAD
-
-    def eos(self) -> int:
-        return EOS
-
-    def unk(self) -> int:
-        return UNK
 
     def encode_line(self, line: str) -> list[int]:
         """Whitespace-split ``line`` (already tokenized and BPE-segmented) into ids, without EOS."""

@@ -1,13 +1,13 @@
 """Download the Gigaword headline data of Rush et al. (2015) as plain text (needs the network).
 
-Source (data_sources.md 1c): the Hub dataset ``Harvard/gigaword`` holds a loading script, which
+Source (docs/data.md §1c): the Hub dataset ``Harvard/gigaword`` holds a loading script, which
 ``datasets`` >= 4 no longer runs, and the archive ``data/ggw_data.zip`` (578 MB) that the script
 reads. We fetch the archive with ``huggingface_hub.hf_hub_download`` and read it with
 ``zipfile`` exactly as the script does:
 
 * members ``org_data/{train,dev,test}.{src,tgt}.txt``: ``src`` = the first sentence of a news
   article, ``tgt`` = its headline, one example per line, already tokenized, lower-cased, digits
-  replaced by ``#`` and rare words by ``<unk>`` (data_sources.md 2b);
+  replaced by ``#`` and rare words by ``<unk>`` (docs/data.md §2b);
 * every line is stripped, and in train and dev ``<unk>`` becomes ``UNK`` (the test set already
   writes ``UNK``), so that the unknown-word token looks the same everywhere;
 * 3,803,957 / 189,651 / 1,951 pairs (train / dev / test); the counts and the member layout are

@@ -32,7 +32,7 @@ from typing import Iterator
 
 import numpy as np
 
-from b2t_lib.config import EOS, SPECIAL_TOKENS, UNK
+from ..special_tokens import EOS, SPECIAL_TOKENS, UNK
 
 from .dictionary import Dictionary
 from .indexed import RaggedArray, token_dtype, write_ragged

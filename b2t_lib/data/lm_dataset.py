@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from b2t_lib.config import EOS, PAD
+from ..special_tokens import EOS, PAD
 
 from .batching import token_batches
 from .dictionary import Dictionary

@@ -34,7 +34,7 @@ from typing import Iterator
 
 import numpy as np
 
-from b2t_lib.config import EOS, UNK
+from ..special_tokens import EOS, UNK
 
 from .bpe import BPE, learn_bpe, load_codes, save_codes
 from .dictionary import Dictionary

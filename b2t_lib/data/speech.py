@@ -42,7 +42,7 @@ from typing import Callable, Iterable, Iterator
 
 import numpy as np
 
-from b2t_lib.config import UNK
+from ..special_tokens import UNK
 
 from .audio import FRAME_SHIFT_MS, NUM_MEL_BINS, SAMPLE_RATE, AudioError, extract_features
 from .indexed import RaggedAppender, RaggedArray, token_dtype, write_ragged

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from b2t_lib.config import EOS, PAD
+from ..special_tokens import EOS, PAD
 
 from .audio import NUM_MEL_BINS, utterance_cmvn
 from .batching import token_batches

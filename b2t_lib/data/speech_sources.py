@@ -3,7 +3,7 @@
 Both give the same stream of :data:`Utterance` tuples ``(id, audio, name, text)``: ``audio`` is
 the path or the bytes of an audio file, ``name`` what messages call it.
 
-* **the Hub**: ``openslr/librispeech_asr`` config ``all`` (data_sources.md 1e), read with
+* **the Hub**: ``openslr/librispeech_asr`` config ``all`` (docs/data.md §1e), read with
   ``datasets`` in *streaming* mode (the 62 GB of parquet shards are never stored; each
   utterance's FLAC bytes go straight to feature extraction) after
   ``cast_column("audio", Audio(decode=False))`` (``datasets`` would need torchcodec to decode;

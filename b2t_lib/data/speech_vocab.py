@@ -2,8 +2,8 @@ r"""The speech task's target vocabulary: a SentencePiece unigram model, as fairs
 
 fairseq's ``gen_vocab`` trains SentencePiece on the lower-cased training transcripts with
 ``--model_type=unigram --vocab_size=10000 --character_coverage=1.0`` and the ids
-``<s>=0, <pad>=1, </s>=2, <unk>=3`` (data_sources.md 2d). Those are the ids of the rest of the
-library (:mod:`b2t_lib.config`), so a piece's SentencePiece id *is* its model id: no second
+``<s>=0, <pad>=1, </s>=2, <unk>=3`` (docs/data.md §2d). Those are the ids of the rest of the
+library (:mod:`b2t_lib.special_tokens`), so a piece's SentencePiece id *is* its model id: no second
 dictionary, and ``len(vocabulary)`` is the model's ``vocab_size``.
 
 The unigram model starts from a large seed vocabulary of frequent substrings and prunes it by EM
@@ -22,9 +22,8 @@ from pathlib import Path
 from typing import Iterable
 
 import sentencepiece as spm
-import torch
 
-from b2t_lib.config import BOS, EOS, PAD, UNK
+from ..special_tokens import BOS, EOS, PAD, UNK, SpecialIds, strip_special
 
 
 class VocabularySizeError(ValueError):
@@ -67,7 +66,7 @@ def train_sentencepiece(sentences: Iterable[str], vocab_size: int, *, seed: int 
     return model.getvalue()
 
 
-class SpeechVocabulary:
+class SpeechVocabulary(SpecialIds):
     """SentencePiece pieces <-> ids, and ids -> words for scoring.
 
     ``encode(text)`` gives the target ids of a transcript (lower-cased, ``</s>`` appended);
@@ -95,18 +94,6 @@ class SpeechVocabulary:
     def __repr__(self) -> str:
         return f"SpeechVocabulary({len(self)} pieces)"
 
-    def bos(self) -> int:
-        return BOS
-
-    def pad(self) -> int:
-        return PAD
-
-    def eos(self) -> int:
-        return EOS
-
-    def unk(self) -> int:
-        return UNK
-
     def piece(self, index: int) -> str:
         return self.sp.id_to_piece(int(index))
 
@@ -126,16 +113,7 @@ class SpeechVocabulary:
         ``<s>`` are dropped, then the pieces are joined (``'▁'`` becomes a space). An ``<unk>``
         becomes the text ``⁇``, which counts as a wrong word.
         """
-        if isinstance(token_ids, torch.Tensor):
-            token_ids = token_ids.tolist()
-        ids = [int(i) for i in token_ids]
-        start = 0
-        while start < len(ids) and ids[start] in (BOS, EOS):
-            start += 1
-        ids = ids[start:]
-        if EOS in ids:
-            ids = ids[: ids.index(EOS)]
-        return self.sp.decode([i for i in ids if i not in (PAD, BOS) and 0 <= i < len(self)])
+        return self.sp.decode([i for i in strip_special(token_ids) if 0 <= i < len(self)])
 
 
 def normalize_transcript(text: str) -> str:

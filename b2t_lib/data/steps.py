@@ -20,13 +20,12 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
-import json
 import logging
 import os
 from pathlib import Path
 from typing import Callable, Iterator
 
-from ..files import write_json_atomic
+from ..files import read_json, write_json_atomic  # noqa: F401  (re-exported for the pipelines)
 
 log = logging.getLogger("b2t_lib.data")
 
@@ -70,13 +69,6 @@ def file_problem(path: Path, expected: dict, *, check_digest: bool = True) -> st
     if check_digest and file_digest(path) != expected["digest"]:
         return f"{path} has changed since it was written (checksum mismatch)"
     return None
-
-
-def read_json(path: Path) -> dict | None:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (FileNotFoundError, json.JSONDecodeError, UnicodeDecodeError):
-        return None
 
 
 def manifest_problem(out_dir: Path, manifest_name: str, data_format: str, params: dict | None = None, *,

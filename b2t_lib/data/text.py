@@ -1,7 +1,7 @@
 """Moses text processing in pure Python (``sacremoses``) and corpus cleaning.
 
 The WMT'14 En-De data of Vaswani et al., which the paper trains on, went through Moses scripts
-(data_sources.md 2a). Their pure-Python equivalents in ``sacremoses``:
+(docs/data.md §2a). Their pure-Python equivalents in ``sacremoses``:
 
 * ``normalize-punctuation.perl`` + ``remove-non-printing-char.perl``
   -> ``MosesPunctNormalizer(lang, pre_replace_unicode_punct=True, post_remove_control_chars=True)``
@@ -105,7 +105,7 @@ def digits_to_hash(text: str) -> str:
 
 
 def rush_normalize(line: str) -> str:
-    """Raw text -> the form of the Gigaword headline data (Rush et al. 2015, data_sources.md 2b).
+    """Raw text -> the form of the Gigaword headline data (Rush et al. 2015, docs/data.md §2b).
 
     Their data took the tokens of the Stanford (Penn Treebank style) parses of Annotated Gigaword,
     lower-cased them and replaced every digit by ``#``. Here: NLTK's ``TreebankWordTokenizer``

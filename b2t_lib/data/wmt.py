@@ -1,6 +1,6 @@
 """Download WMT'14 En-De training data and newstest2010-2016 as plain text (needs the network).
 
-Sources (data_sources.md 1a/1b), all parquet on the Hugging Face Hub, read with ``datasets``:
+Sources (docs/data.md §1a, §1b), all parquet on the Hugging Face Hub, read with ``datasets``:
 
 * train: ``wmt/wmt14`` config ``de-en`` split ``train`` (4,508,785 pairs: Europarl v7,
   CommonCrawl, News Commentary v9; raw, untokenized);

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import torch
 
-from ..config import EOS, PAD, SPECIAL_TOKENS
+from ..special_tokens import EOS, PAD, SPECIAL_TOKENS
 
 
 def random_translation_batch(vocab_size: int, batch_size: int = 8, src_len: int = 12, tgt_len: int = 12,

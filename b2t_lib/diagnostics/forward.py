@@ -1,6 +1,6 @@
 r"""Run a model on a diagnostic batch and return the loss the trainer would back-propagate.
 
-The loss is fairseq's label-smoothed cross entropy (methods_spec 3.3) *per target token*:
+The loss is fairseq's label-smoothed cross entropy (docs/methods.md §3.3) *per target token*:
 
 .. math::
     \mathcal{L} = \frac{1}{|\{t: y_t \ne \mathrm{pad}\}|}\sum_{t:\,y_t\ne\mathrm{pad}}

@@ -1,36 +1,41 @@
-"""Training and evaluation for every task of the course (one trainer, one CLI).
+"""Training and evaluation for every task of the course (one trainer, one CLI): the engine.
 
 ::
 
-    from b2t_lib.train import TrainConfig, Trainer, train, evaluate_run
+    from b2t_lib.train import TrainConfig, train
     cfg = TrainConfig.from_preset("mt", "tiny", variant="b2t", save_dir="runs/b2t")
     record = train(cfg)            # result.json: status, metrics (BLEU), wall time, tokens/s
     # status: "completed", or "stalled" / "diverged" (the paper's "Training failed", see .failure)
 
-    from b2t_lib.train.launch import launch   # every scale: in-process (tiny) or detached (small/full)
-    records = launch({"b2t_6L": cfg}, "my_group")   # trains in runs/my_group/b2t_6L, skips finished runs
+Running many runs, detached at small/full, is the orchestration's job (:mod:`b2t_lib.runs`: ``launch``), which
+sits above this package and is never imported by it. The names below are imported on first use, so
+``import b2t_lib.train`` loads no trainer until one is asked for.
 """
-from ..loss import LossOutput, label_smoothed_nll_loss
-from .checkpoint import (CheckpointMismatch, UnreadableCheckpoint, UntrustedCheckpoint, average_checkpoints,
-                         list_checkpoints, load_checkpoint)
-from .cost import estimate_gpu_hours
-from .divergence import DivergenceMonitor
-from .failure import FAILED_STATUSES, STATUSES, StallRule, failure_note, is_failed
-from .evaluate import evaluate_run, load_trained_model
-from .launch import LaunchError, runs_root   # (the function launch stays in its module: b2t_lib.train.launch)
-from .options import TrainConfig, option_defaults, option_fields
-from .records import read_log, read_result
-from .schedule import SCHEDULERS, LRSchedule
-from .sweep import run_many
-from .task import TASK_REGISTRY, Task, register_task
-from .tasks import build_task, data_unigram_baseline
-from .trainer import Trainer, train
+from __future__ import annotations
 
-__all__ = [
-    "CheckpointMismatch", "UnreadableCheckpoint", "UntrustedCheckpoint", "average_checkpoints",
-    "list_checkpoints", "load_checkpoint", "option_defaults", "option_fields",
-    "DivergenceMonitor", "FAILED_STATUSES", "STATUSES", "StallRule", "failure_note", "is_failed", "evaluate_run", "load_trained_model", "LossOutput",
-    "label_smoothed_nll_loss", "TrainConfig", "read_log", "read_result", "SCHEDULERS", "LRSchedule",
-    "run_many", "LaunchError", "runs_root", "estimate_gpu_hours", "TASK_REGISTRY", "Task", "build_task",
-    "data_unigram_baseline", "register_task", "Trainer", "train",
-]
+import importlib
+
+_EXPORTS = {
+    "LossOutput": "..loss", "label_smoothed_nll_loss": "..loss",
+    "CheckpointMismatch": ".checkpoint", "UnreadableCheckpoint": ".checkpoint", "UntrustedCheckpoint": ".checkpoint",
+    "average_checkpoints": ".checkpoint", "list_checkpoints": ".checkpoint", "load_checkpoint": ".checkpoint",
+    "DivergenceMonitor": ".divergence",
+    "FAILED_STATUSES": ".failure", "STATUSES": ".failure", "StallRule": ".failure", "failure_note": ".failure",
+    "is_failed": ".failure",
+    "evaluate_run": ".evaluate", "load_trained_model": ".evaluate",
+    "TrainConfig": ".options", "option_defaults": ".options", "option_fields": ".options",
+    "read_log": ".records", "read_result": ".records",
+    "SCHEDULERS": ".schedule", "LRSchedule": ".schedule",
+    "TASK_REGISTRY": ".task", "Task": ".task", "register_task": ".task",
+    "build_task": ".tasks",
+    "Trainer": ".trainer", "train": ".trainer",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_EXPORTS[name], __name__), name)
+    globals()[name] = value
+    return value

@@ -2,7 +2,7 @@ r"""Speech recognition (Table 5): LibriSpeech at small/full scale, the synthetic
 
 Both go through the same code: :mod:`b2t_lib.data.speech` prepares either into the same format
 (80-dim fbank, utterance CMVN at loading, SentencePiece targets), and the model is the S2T
-Transformer of Wang et al. (2020) (methods_spec 3.5): :class:`~b2t_lib.model.EncoderDecoder` with
+Transformer of Wang et al. (2020) (docs/methods.md §3.5): :class:`~b2t_lib.model.EncoderDecoder` with
 ``encoder_input="speech"``, i.e. the Conv1d subsampler (time / 4) and SpecAugment in front of the
 encoder layers of any registered variant.
 

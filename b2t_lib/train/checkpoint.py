@@ -1,5 +1,5 @@
 """Checkpoints: written atomically, the last N and the best kept, checked against the run's config,
-and averaged for decoding as the paper does (methods_spec 1.8: average the last 10).
+and averaged for decoding as the paper does (docs/methods.md §1.8: average the last 10).
 
 Files in ``save_dir``: ``checkpoint_<update>.pt`` (numbered), ``checkpoint_last.pt`` and
 ``checkpoint_best.pt`` (hard links to numbered ones, so they cost no extra disk or time).
@@ -22,21 +22,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..files import atomic_write
+from ..files import CheckpointMismatch, UnreadableCheckpoint, UntrustedCheckpoint, atomic_write  # noqa: F401
 
 _NUMBERED = re.compile(r"^checkpoint_(\d+)\.pt$")
-
-
-class CheckpointMismatch(ValueError):
-    """A checkpoint written by a different configuration than the one asked to resume it."""
-
-
-class UnreadableCheckpoint(CheckpointMismatch):
-    """A checkpoint file that cannot be read: truncated, corrupted, or not a checkpoint at all."""
-
-
-class UntrustedCheckpoint(CheckpointMismatch):
-    """A checkpoint that holds objects a safe (``weights_only``) load refuses to rebuild."""
 
 
 def numbered_path(save_dir: Path, update: int) -> Path:

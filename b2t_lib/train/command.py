@@ -1,6 +1,6 @@
 """The command line of one training run: ``python -m b2t_lib train``'s parser, generated from the fields of
 :class:`~b2t_lib.train.TrainConfig` and :class:`~b2t_lib.config.ModelConfig`, and the inverse, the options that make
-it train a given config (:func:`train_argv`, what the launcher's detached runs execute).
+a detached run of the launcher trains from its config file instead (``train --config FILE``, :mod:`b2t_lib.cli`).
 
 Every option defaults from the preset of ``--task`` at ``--scale`` (then ``--recipe``); an option is "given"
 only when it is on the command line, which the contradiction checks of :meth:`TrainConfig.check` rely on.
@@ -113,36 +113,3 @@ def config_from_args(args: dict):
     args = dict(args)
     task, scale, recipe = args.pop("task"), args.pop("scale"), args.pop("recipe", "")
     return TrainConfig.from_preset(task, scale, recipe or None, **args)
-
-
-def train_argv(cfg) -> list[str]:
-    """The ``train`` options that make the command line train exactly ``cfg``: ``--task``, ``--scale``,
-    ``--recipe``, then every option whose value differs from its preset default (an option set to its
-    default is left out, so the contradiction checks of explicit options see what the caller set).
-    Checked: parsing the result gives ``cfg`` back, or ValueError says which option does not survive."""
-    from .options import option_defaults, option_fields
-
-    values = cfg.to_dict()
-    defaults = option_defaults(cfg.task, cfg.scale, cfg.recipe or None, variant=cfg.model.variant)
-    argv = ["--task", cfg.task, "--scale", cfg.scale]
-    if cfg.recipe:
-        argv += ["--recipe", cfg.recipe]
-    for f in option_fields():
-        name, value = f.name, values[f.name]
-        if name in ("task", "scale", "recipe") or defaults.get(name, object()) == value:
-            continue
-        if isinstance(value, bool):
-            argv.append(flag(name) if value else "--no-" + flag(name)[2:])
-        elif isinstance(value, (tuple, list)):
-            argv.append(f"{flag(name)}={','.join(repr(v) for v in value)}")
-        elif isinstance(value, float):
-            argv.append(f"{flag(name)}={value!r}")
-        else:
-            argv.append(f"{flag(name)}={value}")
-    _, args = parse_train_args(argv)
-    back = config_from_args(args).to_dict()
-    lost = sorted(k for k in values if back.get(k) != values[k])
-    if lost:
-        raise ValueError(f"the command line cannot reproduce this config exactly ({', '.join(lost)} differ "
-                         f"after parsing {' '.join(argv)}); build it with TrainConfig.from_preset(...)")
-    return argv

@@ -1,5 +1,5 @@
 """Evaluate a trained run: rebuild its model from a checkpoint, average the last N checkpoints as
-the paper decodes (methods_spec 1.8), and compute the task's test metrics (BLEU for MT, ROUGE for
+the paper decodes (docs/methods.md §1.8), and compute the task's test metrics (BLEU for MT, ROUGE for
 summarization, perplexity for the language model).
 
 ``python -m b2t_lib evaluate --save-dir DIR`` calls :func:`evaluate_run`.

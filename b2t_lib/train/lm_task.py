@@ -32,7 +32,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..config import PAD
+from ..special_tokens import PAD
 from ..loss import LossOutput, label_smoothed_nll_loss
 from ..model import LanguageModel, unwrap_model
 from .task import Task, register_task

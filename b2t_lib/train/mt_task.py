@@ -1,7 +1,7 @@
 """Machine translation (Table 1): WMT En-De at small/full scale, the synthetic pair at tiny scale.
 
 Both go through the same code: :mod:`b2t_lib.data` binarizes either into the same format, and
-evaluation is the paper's (methods_spec 1.8): beam 4 with fairseq's length penalty (0.6 for
+evaluation is the paper's (docs/methods.md §1.8): beam 4 with fairseq's length penalty (0.6 for
 newstest2014, 1.0 for the other years), detokenized output, case-sensitive SacreBLEU per test
 set and the average over the test sets.
 """

@@ -1,13 +1,13 @@
 r"""Learning-rate schedules, as functions of the update number $t$ (so a resumed run needs only $t$).
 
-``inverse_sqrt`` (fairseq, methods_spec 3.3): linear warmup from ``warmup_init_lr`` to the peak
+``inverse_sqrt`` (fairseq, docs/methods.md §3.3): linear warmup from ``warmup_init_lr`` to the peak
 ``lr`` over $W$ updates, then decay with the inverse square root of the update number:
 
 .. math::
     \eta_t = \eta_{init} + t\,\frac{\eta - \eta_{init}}{W} \quad (t < W), \qquad
     \eta_t = \eta\,\sqrt{W}/\sqrt{t} \quad (t \ge W)
 
-``inverse_sqrt_nowarmup`` (T-Fixup, methods_spec 2.3): no warmup, decay period $P$:
+``inverse_sqrt_nowarmup`` (T-Fixup, docs/methods.md §2.3): no warmup, decay period $P$:
 
 .. math::
     \eta_t = \eta\,\sqrt{P / (P + t)}

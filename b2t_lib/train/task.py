@@ -191,7 +191,7 @@ class Task(ABC):
         return forward_batch(model, batch)
 
     def loss(self, model: nn.Module, batch: dict) -> LossOutput:
-        """Label-smoothed cross entropy summed over target tokens (methods_spec 3.3)."""
+        """Label-smoothed cross entropy summed over target tokens (docs/methods.md §3.3)."""
         logits = self.forward(model, batch)                 # (B, T, V)
         return label_smoothed_nll_loss(logits, batch["target"], self.cfg.label_smoothing)
 

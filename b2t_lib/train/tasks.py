@@ -2,8 +2,6 @@
 imported here (one line) and becomes a ``--task`` of the trainer and the command line."""
 from __future__ import annotations
 
-from pathlib import Path
-
 from . import asr_task, lm_task, mt_task, summarization_task  # noqa: F401  (registers each task's name)
 from .options import TrainConfig
 from .task import TASK_REGISTRY, Task
@@ -17,10 +15,3 @@ def build_task(cfg: TrainConfig) -> Task:
             f"{', '.join(sorted(TASK_REGISTRY))}"
         )
     return TASK_REGISTRY[cfg.task](cfg)
-
-
-def data_unigram_baseline(task: str, data: str | Path) -> float:
-    """The unigram baseline (bits per target token, :meth:`Task.unigram_baseline`) of ``task``'s
-    prepared data in ``data``: the bar of the "Training failed" rule, read from the data's manifest
-    (or computed once and cached next to it, for data prepared by older code)."""
-    return build_task(TrainConfig.from_preset(task, "tiny", data=str(data))).unigram_baseline()

@@ -1,7 +1,7 @@
 r"""The one trainer for every task: token batches grouped into updates, DDP, AMP, checkpoints,
 exact resume, failed runs (diverged or stalled, :mod:`.failure`), logs and the result record.
 
-One update (fairseq's ``train_step``, methods_spec 3.3):
+One update (fairseq's ``train_step``, docs/methods.md §3.3):
 
 1. every process runs ``update_freq`` batches forward and backward, summing the label-smoothed
    loss over target tokens (DDP synchronizes gradients only on the last batch);
@@ -308,7 +308,7 @@ class Trainer:
                         if epoch_end:  # the checkpoint holds the next epoch's start, as fairseq's do
                             self.epoch, self.group_offset = self.epoch + 1, 0
                         # Saving by epoch, the last mid-epoch state is checkpoint_last.pt only: the
-                        # numbered checkpoints, which decoding averages, are epoch ends (methods_spec 1.8).
+                        # numbered checkpoints, which decoding averages, are epoch ends (docs/methods.md §1.8).
                         by_epoch_only = cfg.save_interval_epochs > 0 and cfg.save_interval == 0
                         self.save(last_valid, numbered=epoch_end or on_interval or not by_epoch_only)
                     if done or status == STALLED:

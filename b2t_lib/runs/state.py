@@ -28,11 +28,13 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .checkpoint import holds_run
-from .records import LOG_NAME, RESULT_NAME
+from ..files import read_json
+from ..train.checkpoint import holds_run
+from ..train.records import LOG_NAME, RESULT_NAME
 
 FINISHED = ("completed", "stalled", "diverged")
 LAUNCH_RECORD = "launch.json"
+RUN_CONFIG = "config.json"          # a detached run's whole config, which its process trains from
 TRAIN_LOG = "train.log"
 QUEUE_DIR = ".launch"
 # Options the launcher sets itself and that do not change what a run computes.
@@ -62,20 +64,6 @@ def check_name(name: str, what: str) -> str:
 
 def group_dir(group: str) -> Path:
     return runs_root() / check_name(group, "the group")
-
-
-def queue_dir(group: str) -> Path:
-    return group_dir(group) / QUEUE_DIR
-
-
-def read_json(path: Path) -> dict | None:
-    """The JSON object in ``path``, or None when it is missing or unreadable (never half-written: every
-    writer goes through :func:`b2t_lib.files.write_json_atomic`)."""
-    try:
-        value = json.loads(Path(path).read_text())
-    except (OSError, ValueError):
-        return None
-    return value if isinstance(value, dict) else None
 
 
 # ---------------------------------------------------------------------------------------------- processes

@@ -63,7 +63,7 @@ TASK_SHAPES = {
     "summarization": TaskShape(1.0, 0.3, 35, 10, 32768,
                                "Gigaword: ~35-token articles (counted), ~10-token headlines"),
     # WikiText-103 blocks; adaptive softmax: 20,000 head words + 2 cluster logits for every token, the
-    # tails (d/4 and d/16 wide) only for the ~8 % of tokens in them (methods_spec 3.4): ~21K logits.
+    # tails (d/4 and d/16 wide) only for the ~8 % of tokens in them (docs/methods.md §3.4): ~21K logits.
     "lm": TaskShape(0.0, 1.0, 0, 1024, 21000,
                     "WikiText-103 blocks of 1024 tokens; adaptive softmax ~21K effective logits"),
     # LibriSpeech: max_tokens counts fbank frames (100 per second); the front end subsamples 4x; an
@@ -199,7 +199,7 @@ PAPER_TABLE7 = {
 
 def estimate_table(results_md: str | Path | None = None) -> str:
     """The README's cost table (Markdown): every configuration of Table 7 at the small and full scale."""
-    from .options import TrainConfig
+    from ..train.options import TrainConfig
 
     throughput = measured_throughput(results_md) or assumed_throughput()
     lines = ["| task | model | small: updates x tokens | small: GPU-hours | full: updates x tokens | "
@@ -210,7 +210,7 @@ def estimate_table(results_md: str | Path | None = None) -> str:
         for scale in ("small", "full"):
             cfg = TrainConfig.from_preset(task, scale, encoder_layers=enc, decoder_layers=dec)
             est = estimate_gpu_hours(cfg, results_md=results_md)
-            row += [f"{cfg.max_update // 1000}K x {est.tokens_per_update / 1000:.0f}K",
+            row += [f"{cfg.max_update // 1000}K x {est.tokens_per_update:,}",
                     f"~{format_hours(est.gpu_hours)}"]
         row.append(f"{gpus} x {hours} h = {gpus * hours:,} GPU-hours")
         lines.append("| " + " | ".join(row) + " |")

@@ -2,7 +2,7 @@
 
 ::
 
-    from b2t_lib.train.launch import launch
+    from b2t_lib.runs.launch import launch
     runs = {f"{v}_{n}L": TrainConfig.from_preset("mt", SCALE, variant=v, encoder_layers=n, decoder_layers=n)
             for v in ("post_ln", "pre_ln", "b2t") for n in (6, 18)}
     records = launch(runs, "06_machine_translation")    # {name: result.json record}, once all have ended
@@ -35,15 +35,15 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from ..files import write_json_atomic
+from ..files import read_json, write_json_atomic
 from ..presets import preset
 from ..scale import require_cuda
 from . import queue as q
 from .cost import describe, estimate_gpu_hours, format_hours
-from .options import RESUMABLE_CHANGES, TrainConfig
+from ..train.options import RESUMABLE_CHANGES, TrainConfig
 from .progress import LaunchProgress
-from .runs import (QUEUE_DIR, TRAIN_LOG, RunStatus, check_name, config_differences, group_dir, group_statuses,
-                   log_tail, read_json, repo_root, runs_root, stored_config)
+from .state import (QUEUE_DIR, TRAIN_LOG, RunStatus, check_name, config_differences, group_dir, group_statuses,
+                   log_tail, repo_root, runs_root, stored_config)
 from .sweep import run_many
 
 __all__ = ["launch", "runs_root", "estimate_gpu_hours", "LaunchError"]
@@ -91,7 +91,7 @@ def _check_folders(statuses: dict[str, RunStatus], configs: dict[str, TrainConfi
 
 def _prepare_data(configs) -> None:
     """Prepare each data folder the runs need once, before they start (parallel runs never race to make it)."""
-    from .tasks import build_task
+    from ..train.tasks import build_task
 
     seen = set()
     for cfg in configs:
@@ -125,7 +125,7 @@ def _print_plan(group: str, configs: dict[str, TrainConfig], statuses: dict[str,
         print(line)
     if measured is not None:
         print(f"  estimated GPU-hours still to spend: ~{format_hours(total)} ({measured.source}; an estimate "
-              f"from the FLOP count, see b2t_lib.train.cost)")
+              f"from the FLOP count, see b2t_lib.runs.cost)")
     devices = ", ".join(s["name"] for s in slots)
     print(f"  devices: {devices}; {workers} run(s) at a time, the others queued; logs: <run>/{TRAIN_LOG}; "
           f"status from a terminal: python -m b2t_lib runs {group}")

@@ -1,6 +1,6 @@
 """Run several independent trainings side by side in this machine's processes (a notebook's 3 variants
 x 2 depths on a 2-core CPU take half the wall time this way). The launcher
-(:func:`b2t_lib.train.launch.launch`) trains tiny runs through this; larger ones it starts detached.
+(:func:`b2t_lib.runs.launch.launch`) trains tiny runs through this; larger ones it starts detached.
 
 Each run is an ordinary :class:`~b2t_lib.train.Trainer` in a fresh ``spawn`` process with its own
 ``threads`` setting (1 for the tiny presets), so runs do not fight over cores; results are the
@@ -14,11 +14,11 @@ import os
 from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
 from typing import Callable
 
-from .options import TrainConfig
+from ..train.options import TrainConfig
 
 
 def _run_one(cfg: TrainConfig) -> dict:
-    from .trainer import Trainer   # imported in the child process
+    from ..train.trainer import Trainer   # imported in the child process
 
     return Trainer(cfg).train()
 

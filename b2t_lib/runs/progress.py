@@ -15,7 +15,7 @@ import sys
 import time
 from datetime import datetime, timedelta
 
-from .runs import RunStatus
+from .state import RunStatus
 
 
 def use_bars() -> bool:

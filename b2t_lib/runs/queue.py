@@ -11,9 +11,9 @@ restart, a closed browser tab or a Ctrl-C in the terminal does not reach it), wi
 2. prepares each data set the plan needs (the task's ``prepare_data``, the same functions as
    ``data_scripts/``; for WMT at small/full scale: download and preparation), once per data folder;
 3. starts every run that is ``new`` or ``interrupted`` (:mod:`.runs`) on a free slot as its own process,
-   in a new session too: ``python -m b2t_lib train <its options> --resume``, or
-   ``python -m torch.distributed.run --nproc_per_node N ...`` (``torchrun``) when the slot has N > 1
-   GPUs; ``CUDA_VISIBLE_DEVICES`` is the slot's; output appended to ``<run>/train.log``; the launch
+   in a new session too: ``python -m b2t_lib train --config <run>/config.json`` (the plan's config of the
+   run, written as data), or ``python -m torch.distributed.run --nproc_per_node N ...`` (``torchrun``) when
+   the slot has N > 1 GPUs; ``CUDA_VISIBLE_DEVICES`` is the slot's; output appended to ``<run>/train.log``; the launch
    record ``<run>/launch.json`` written atomically (pid, command, start time, device, session) before
    the runner looks away, and completed with the exit code and end time when the process ends;
 4. re-reads the plan at every poll (a later ``launch`` of the same group replaces it: new runs join the
@@ -35,8 +35,8 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ..files import write_json_atomic
-from .runs import LAUNCH_RECORD, TRAIN_LOG, busy_devices, process_token, read_json, repo_root, run_status
+from ..files import read_json, write_json_atomic
+from .state import LAUNCH_RECORD, RUN_CONFIG, TRAIN_LOG, busy_devices, process_token, repo_root, run_status
 
 PLAN, STATE, QUEUE_LOG, LOCK = "plan.json", "state.json", "queue.log", "lock"
 POLL_S = 0.5
@@ -75,17 +75,13 @@ def visible_gpus() -> list[str]:
 
 
 # ---------------------------------------------------------------------------------------------- one run
-def run_command(cfg_values: dict, slot: dict, python: str = sys.executable) -> list[str]:
-    """The command that trains one run (its config as ``to_dict`` gives it) on ``slot``."""
-    from .command import train_argv
-    from .options import TrainConfig
-
-    cfg = TrainConfig.from_dict(cfg_values)
-    options = train_argv(cfg) + ([] if cfg.resume else ["--resume"])   # the launcher's configs say resume
+def run_command(config_file: Path, slot: dict, python: str = sys.executable) -> list[str]:
+    """The command that trains one run from its config file (``TrainConfig.to_dict`` as JSON) on ``slot``: the
+    config crosses the process boundary as data, as it stands in the plan."""
+    train = ["-m", "b2t_lib", "train", "--config", str(config_file)]
     if slot["nproc"] > 1:
-        return [python, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={slot['nproc']}",
-                "-m", "b2t_lib", "train", *options]
-    return [python, "-m", "b2t_lib", "train", *options]
+        return [python, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={slot['nproc']}", *train]
+    return [python, *train]
 
 
 def start_run(name: str, cfg_values: dict, slot: dict, session: str, cwd: str) -> subprocess.Popen:
@@ -93,7 +89,9 @@ def start_run(name: str, cfg_values: dict, slot: dict, session: str, cwd: str) -
     run_dir = Path(cfg_values["save_dir"])
     run_dir.mkdir(parents=True, exist_ok=True)
     previous = read_json(run_dir / LAUNCH_RECORD) or {}
-    command = run_command(cfg_values, slot)
+    config_file = run_dir / RUN_CONFIG
+    write_json_atomic(config_file, {**cfg_values, "resume": True})   # a detached run always resumes its folder
+    command = run_command(config_file, slot)
     env = dict(os.environ, PYTHONUNBUFFERED="1", CUDA_VISIBLE_DEVICES=slot["cuda"])
     package_parent = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_parent, os.environ.get("PYTHONPATH", "")) if p)
@@ -159,8 +157,8 @@ def _say(message: str) -> None:
 
 
 def _prepare(cfg_values: dict) -> None:
-    from .options import TrainConfig
-    from .tasks import build_task
+    from ..train.options import TrainConfig
+    from ..train.tasks import build_task
 
     build_task(TrainConfig.from_dict(cfg_values)).prepare_data()
 
