@@ -58,7 +58,7 @@ unit-tests: $(STAMP)
 	B2T_RUNS=$$runs B2T_SCALE=tiny $(BIN)/python -m pytest -m "not slow" tests
 
 # tiny unless B2T_SCALE asks for small or full (refused without a CUDA GPU, exit code 2). The training cells call
-# b2t_lib.train.launch.launch: at small/full the runs are detached processes under runs/ (or B2T_RUNS) that outlive
+# b2t_lib.runs.launch: at small/full the runs are detached processes under runs/ (or B2T_RUNS) that outlive
 # this command; calling it again re-attaches, skips finished runs and resumes interrupted ones.
 # COURSE_OUT: where the executed notebooks, their logs and the figures go (the rehearsal keeps one folder per scale).
 # COURSE_JOBS: notebooks executed at a time. The rehearsal runs two (its runs share two CPU stand-ins anyway); on GPUs

@@ -26,10 +26,11 @@ import logging
 import sys
 from pathlib import Path
 
-from .presets import RECIPES, TASKS
+from .presets import RECIPES
 from .scale import SCALES, ScaleError, get_scale
 # The train command's parser lives with the trainer (the launcher builds run commands with it too).
-from .train.command import build_train_parser, config_from_args, parse_train_args  # noqa: F401
+from .train.command import add_run_options, build_train_parser, config_from_args, parse_train_args  # noqa: F401
+from .train.tasks import task_names
 
 EXIT_FAILED = 3          # the run diverged or stalled ("Training failed")
 _logger = logging.getLogger("b2t_lib")
@@ -87,7 +88,6 @@ def cmd_train(argv: list[str]) -> int:
     try:
         if from_file is None:
             cfg = config_from_args(args)
-        cfg.check()
         trainer = Trainer(cfg)
     except (ValueError, FileNotFoundError, FileExistsError, NotImplementedError, RuntimeError) as err:
         parser.error(str(err))
@@ -109,7 +109,7 @@ def cmd_train(argv: list[str]) -> int:
 
 
 def cmd_evaluate(argv: list[str]) -> int:
-    from .train.evaluate import evaluate_run
+    from .train.evaluate import EVAL_OPTIONS, evaluate_run
 
     parser = argparse.ArgumentParser(prog="python -m b2t_lib evaluate", allow_abbrev=False,
                                      description="Test a trained run: average its last N checkpoints and "
@@ -117,17 +117,7 @@ def cmd_evaluate(argv: list[str]) -> int:
                                                  "summarization, perplexity for the LM, WER for ASR).")
     parser.add_argument("--save-dir", required=True, help="the run's directory")
     parser.add_argument("--checkpoint", help="evaluate this one checkpoint file instead (no averaging)")
-    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="device")
-    parser.add_argument("--data", help="data directory (default: the one the run was trained on)")
-    parser.add_argument("--average-last", type=int, help="average the last N checkpoints (default: the run's)")
-    parser.add_argument("--beam", type=int, help="beam size (default: the run's; 4 for MT, 5 for ASR)")
-    parser.add_argument("--lenpen", type=float, help="length penalty for newstest2014 / single test sets")
-    parser.add_argument("--lenpen-other", type=float, help="length penalty for the other newstest years")
-    parser.add_argument("--max-len-a", type=float, help="max output length a*src_len+b: a")
-    parser.add_argument("--max-len-b", type=int, help="max output length a*src_len+b: b")
-    parser.add_argument("--eval-batch-size", type=int, help="sentences per generation batch (lm: blocks per batch)")
-    parser.add_argument("--context-window", type=int,
-                        help="lm: tokens of unscored context per evaluation block (default: the run's)")
+    add_run_options(parser, ("device",) + EVAL_OPTIONS, defaults={"device": "auto"})   # what evaluation may change
     args = vars(parser.parse_args(argv))
     if args["checkpoint"] and args["average_last"]:
         parser.error("--checkpoint evaluates one file; --average-last averages numbered checkpoints; give one")
@@ -163,7 +153,7 @@ def cmd_table(argv: list[str]) -> int:
 def cmd_preset(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m b2t_lib preset", allow_abbrev=False,
                                      description="Print the training options of a preset as JSON.")
-    parser.add_argument("--task", default="mt", choices=TASKS)
+    parser.add_argument("--task", default="mt", choices=task_names())
     parser.add_argument("--scale", default=get_scale(require_hardware=False), choices=SCALES)
     parser.add_argument("--recipe", default="", choices=[""] + sorted(RECIPES))
     args = parser.parse_args(argv)

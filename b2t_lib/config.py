@@ -90,7 +90,8 @@ class ModelConfig:
     """Everything that decides the shape and the wiring of a model.
 
     Defaults are fairseq's ``transformer_wmt_en_de`` (Transformer-base, d=512, 8 heads, FFN 2048,
-    6+6 layers, Post-LN, attention and activation dropout 0.0).
+    6+6 layers, attention and activation dropout 0.0), except the variant: the paper's B2T connection
+    (fairseq's own is Post-LN, ``variant="post_ln"``).
     """
 
     vocab_size: int = option(32768, group=DATA, from_data=True,
@@ -100,8 +101,8 @@ class ModelConfig:
     d_ff: int = option(2048, group=MODEL, help="FFN inner dimension")
     encoder_layers: int = option(6, group=MODEL, help="number of encoder layers (0: a language model)")
     decoder_layers: int = option(6, group=MODEL, help="number of decoder layers")
-    variant: str = option("post_ln", group=MODEL, choices=variant_names,
-                          help="residual/normalization variant")
+    variant: str = option("b2t", group=MODEL, choices=variant_names,
+                          help="residual/normalization variant (the paper's B2T connection unless set)")
     dropout: float = option(0.1, group=MODEL, help="residual/embedding dropout p")
     attention_dropout: float = option(0.0, group=MODEL, help="dropout on attention probabilities")
     activation_dropout: float = option(0.0, group=MODEL, help="dropout after the FFN's ReLU")
@@ -154,7 +155,7 @@ class ModelConfig:
         False, group=ADAPTIVE,
         help="the adaptive softmax's tail projections are the transposes of the adaptive input's "
              "(needs --tie-adaptive-weights)")
-    # ---- the encoder's input: token embeddings, or the S2T speech front end (b2t_lib.speech)
+    # ---- the encoder's input: token embeddings, or the S2T speech front end (b2t_lib.speech_input)
     encoder_input: str = option("tokens", group=MODEL, choices=ENCODER_INPUTS,
                                 help="what the encoder reads: token ids (embedding + positions) or speech "
                                      "features (Conv1d subsampler + positions, SpecAugment in training)")

@@ -35,9 +35,9 @@ def _stack_info(cfg: ModelConfig, variant: Variant, role: str, num_layers: int, 
 
 def build_encoder_input(cfg: ModelConfig) -> nn.Module:
     """The encoder's input module for ``cfg.encoder_input``: token embedding + positions, or the speech
-    front end (:func:`b2t_lib.speech.build_speech_input`: Conv1d subsampler + positions, SpecAugment)."""
+    front end (:func:`b2t_lib.speech_input.build_speech_input`: Conv1d subsampler + positions, SpecAugment)."""
     if cfg.encoder_input == "speech":
-        from .speech import build_speech_input  # torchaudio is imported only for speech models
+        from .speech_input import build_speech_input  # torchaudio is imported only for speech models
 
         return build_speech_input(cfg)
     return TokenInput(cfg.d_model, cfg.pad_idx, cfg.word_dropout, keep_first=False)
@@ -49,7 +49,7 @@ class Encoder(nn.Module):
     ``forward(src_tokens) -> (out (batch, src_time, d_model), padding_mask (batch, src_time))``.
     ``self.input`` is the swappable input module: any module called as ``input(src, embed_tokens)``
     that returns ``(x, padding_mask)``; ``cfg.encoder_input="speech"`` puts the speech front end there
-    (``src`` is then a :class:`~b2t_lib.speech.SpeechSource` and ``embed_tokens`` is None).
+    (``src`` is then a :class:`~b2t_lib.speech_input.SpeechSource` and ``embed_tokens`` is None).
     """
 
     def __init__(self, cfg: ModelConfig, embed_tokens: nn.Embedding | None, variant: Variant | None = None):
@@ -186,7 +186,7 @@ class EncoderDecoder(_Model):
     """Transformer encoder-decoder. ``forward(src_tokens, prev_output_tokens) -> logits (batch, tgt_time, vocab)``.
 
     With ``cfg.encoder_input="speech"`` (the S2T Transformer, docs/methods.md §3.5) the source is a
-    :class:`~b2t_lib.speech.SpeechSource` (features and lengths), the encoder has no token embedding,
+    :class:`~b2t_lib.speech_input.SpeechSource` (features and lengths), the encoder has no token embedding,
     and a batch dict gives ``features``, ``src_lengths`` and ``prev_output_tokens``.
     """
 
@@ -217,7 +217,7 @@ class EncoderDecoder(_Model):
         moved the batch's tensors to the device: ``(SpeechSource(features, src_lengths), prev_output_tokens)``."""
         inputs = super().batch_inputs(batch)
         if self.cfg.encoder_input == "speech":
-            from .speech import SpeechSource
+            from .speech_input import SpeechSource
 
             features, lengths, prev_output_tokens = inputs
             return SpeechSource(features, lengths), prev_output_tokens

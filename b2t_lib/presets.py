@@ -1,9 +1,9 @@
 """The one set of hyper-parameter presets: ``preset(task, scale)`` for every task and scale.
 
-Every option of ``python -m b2t_lib train`` takes its default from here (or, for an option no
-preset names, from its field in :class:`~b2t_lib.train.TrainConfig` or
-:class:`~b2t_lib.config.ModelConfig`), so the paper's recipe lives in one place. Model options
-use their ModelConfig field names (``d_model``, ``variant``, ...):
+The defaults of the fields of :class:`~b2t_lib.train.TrainConfig` and :class:`~b2t_lib.config.ModelConfig` are the
+paper's recipe that every task and scale shares; a preset states only what differs from them, and the options
+that depend on the scale and so have no default (data, warmup, updates, batch, intervals, the stall rule). Model
+options use their ModelConfig field names (``d_model``, ``variant``, ...):
 
 * ``full``  - the paper's Appendix A (Table 6) and the official README (docs/methods.md §1.8, §3.3-3.5):
   Adam (0.9, 0.98), eps 1e-8, peak lr 1e-3, inverse-sqrt schedule with warmup from 1e-7,
@@ -31,195 +31,140 @@ import copy
 
 from .scale import SCALES, rehearsal
 
-TASKS = ("mt", "summarization", "lm", "asr")
+# The paper's recipe shared by every task and scale (Table 6, docs/methods.md §3.3: Adam (0.9, 0.98), eps 1e-8, peak
+# lr 1e-3, inverse-sqrt warmup from 1e-7, label smoothing 0.1, no weight decay, no clipping; fairseq-generate's
+# decoding defaults) is the default of each field of TrainConfig and ModelConfig (Transformer-base, 6+6 layers,
+# the B2T connection). A preset states only what differs from those defaults, plus the options that depend on the
+# scale and have no default (data, warmup and updates, batch, intervals, the stall rule).
 
-# Shared by every task and scale (Table 6 and docs/methods.md §3.3): the optimizer and the loss.
-_COMMON = dict(
-    lr=1e-3,
-    lr_scheduler="inverse_sqrt",
-    warmup_init_lr=1e-7,
-    decay_period=4000,
-    adam_beta1=0.9,
-    adam_beta2=0.98,
-    adam_eps=1e-8,
-    weight_decay=0.0,
-    label_smoothing=0.1,
-    clip_norm=0.0,
-    update_freq=1,
-    tokens_per_update=0,
-    variant="b2t",
-    attention_dropout=0.0,
-    activation_dropout=0.0,
-    word_dropout=0.0,
-    init_scale=1.0,
-    b2t_rescale_init=False,
-    share_embeddings=True,
-    seed=1,
-    beam=4,
-    lenpen=0.6,
-    lenpen_other=1.0,
-    max_len_a=1.2,
-    max_len_b=10,
-    average_last=10,
-    keep_last=10,
-    divergence_factor=1.5,
-    divergence_patience=200,
-)
-
-# Transformer-base dimensions (Table 6, columns MT / summarization / ASR).
-_BASE = dict(d_model=512, n_heads=8, d_ff=2048)
-
-# Decoding of headline generation at every scale (the source of these values: see the summarization presets).
-_HEADLINE_DECODING = dict(beam=5, lenpen=1.0, lenpen_other=1.0, max_len_a=0.0, max_len_b=200)
-# fairseq's transformer_lm_wiki103 (Baevski & Auli 2019; docs/methods.md §3.4 and §1.4) around any
-# depth and width: adaptive input and softmax with bands at 20000 and 60000, factor 4, tied band
-# embeddings and projections, softmax dropout 0.2, no final decoder LayerNorm
-# (no_decoder_final_norm=True). Its loss (adaptive_loss) has no label smoothing; the last
-# checkpoint is evaluated (the paper mentions checkpoint averaging for no LM).
+# Translation decodes with the official command `generate.py --beam 4 --lenpen 0.6 --remove-bpe` (docs/methods.md
+# §1.8), which passes no length options: fairseq's defaults (at most 0 * src_len + 200 tokens, then EOS) apply.
+_MT_DECODING = dict(beam=4, lenpen=0.6)
+# fairseq's transformer_lm_wiki103 (Baevski & Auli 2019; docs/methods.md §3.4 and §1.4) around any depth and
+# width: adaptive input and softmax (bands at 20000 and 60000, factor 4: the field defaults), tied band
+# embeddings and projections, softmax dropout 0.2, no final decoder LayerNorm (no_decoder_final_norm=True). Its
+# loss (adaptive_loss) has no label smoothing; the last checkpoint is evaluated (the paper mentions checkpoint
+# averaging for no LM).
 _LM = dict(
     encoder_layers=0, share_decoder_io=False, decoder_final_norm=False, label_smoothing=0.0,
-    adaptive_input=True, adaptive_softmax=True, adaptive_cutoff=(20000, 60000), adaptive_factor=4.0,
-    adaptive_softmax_dropout=0.2, tie_adaptive_weights=True, tie_adaptive_proj=True,
-    average_last=1, keep_last=2,
+    adaptive_input=True, adaptive_softmax=True, adaptive_softmax_dropout=0.2, tie_adaptive_weights=True,
+    tie_adaptive_proj=True, average_last=1, keep_last=2,
 )
-
-# Speech recognition at every scale (docs/methods.md §3.5): the S2T encoder input, no encoder embedding
-# (so nothing to share with it), decoder input and output embeddings tied, no label smoothing,
-# clip 10, fairseq-generate's decoding (beam 5, lenpen 1, length limit 0 * frames + 200).
-_SPEECH = dict(
-    encoder_input="speech", share_embeddings=False, share_decoder_io=True,
-    dropout=0.15, attention_dropout=0.15, activation_dropout=0.15,
-    label_smoothing=0.0, clip_norm=10.0, beam=5, lenpen=1.0, max_len_a=0.0, max_len_b=200,
-)
+# Speech recognition at every scale (docs/methods.md §3.5): the S2T encoder input, no encoder embedding (so
+# nothing to share with it), no label smoothing, clip 10; decoding is fairseq-generate's default (beam 5,
+# lenpen 1, length limit 0 * frames + 200: src_len counts frames, so a text-style a=1.2 would allow thousands).
+_SPEECH = dict(encoder_input="speech", share_embeddings=False, label_smoothing=0.0, clip_norm=10.0)
+_S2T_DROPOUT = dict(dropout=0.15, attention_dropout=0.15, activation_dropout=0.15)   # T-Md: 0.15 everywhere
+# The CPU-sized model of every tiny preset.
+_TINY = dict(d_model=64, n_heads=4, d_ff=256, lr=2e-3, average_last=1, keep_last=2, divergence_patience=50,
+             log_interval=10, threads=1)
 
 _PRESETS: dict[tuple[str, str], dict] = {
     # ---------------------------------------------------------------- machine translation
     ("mt", "full"): dict(
-        _BASE, encoder_layers=6, decoder_layers=6, dropout=0.3,
-        warmup_updates=4000, max_update=50000, max_tokens=3584,
+        _MT_DECODING, dropout=0.3, warmup_updates=4000, max_update=50000, max_tokens=3584,
         tokens_per_update=3584 * 128,          # 8 GPUs x update-freq 16 in the README: ~459K tokens
         data="data/wmt14_en_de", eval_batch_size=128,
         # The official recipe averages the last 10 *epoch* checkpoints (docs/methods.md §1.8): save at
         # every epoch end (a few hundred updates of WMT'14 at this batch), keep and average the last 10.
-        save_interval=0, save_interval_epochs=1,
-        log_interval=100, valid_interval=1000, threads=0,
-        # Decoding: the official command is `generate.py --beam 4 --lenpen 0.6 --remove-bpe` (docs/methods.md §1.8)
-        # and passes no length options, so fairseq's defaults apply: at most 0 * src_len + 200 tokens, then EOS.
-        max_len_a=0.0, max_len_b=200,
+        save_interval=0, save_interval_epochs=1, log_interval=100, valid_interval=1000,
     ),
     ("mt", "small"): dict(
-        _BASE, encoder_layers=6, decoder_layers=6, dropout=0.3,
-        warmup_updates=4000, max_update=20000, max_tokens=8192,
+        _MT_DECODING, dropout=0.3, warmup_updates=4000, max_update=20000, max_tokens=8192,
         tokens_per_update=65536,               # 1/7 of the paper's batch, one GPU
         data="data/wmt14_en_de_1m", eval_batch_size=128,
-        max_len_a=0.0, max_len_b=200,          # fairseq's defaults, as at full scale
-        log_interval=100, valid_interval=1000, save_interval=1000, threads=0,
+        log_interval=100, valid_interval=1000, save_interval=1000,
     ),
     ("mt", "tiny"): dict(
         # Tuned so that 6L-6L B2T reaches test BLEU >= 50 on the synthetic task within a few
-        # minutes on 2 CPU cores (see benchmarks/RESULTS.md for the measurement).
-        d_model=64, n_heads=4, d_ff=256, encoder_layers=6, decoder_layers=6, dropout=0.1,
-        lr=2e-3, warmup_updates=150, max_update=1000, max_tokens=1024,
+        # minutes on 2 CPU cores (see benchmarks/RESULTS.md for the measurement). The synthetic sentences
+        # are short: the search stops at 1.2 * src_len + 10 tokens.
+        _TINY, **_MT_DECODING, max_len_a=1.2, max_len_b=10,
+        warmup_updates=150, max_update=1000, max_tokens=1024,
         data="data/synthetic_mt", synthetic_train_pairs=20000, eval_batch_size=250,
-        average_last=1, keep_last=2, divergence_patience=50,
-        log_interval=10, valid_interval=250, save_interval=500, threads=1,
+        valid_interval=250, save_interval=500,
     ),
     # ---------------------------------------------------------------- summarization (Table 6 col. 2)
     # Headline decoding: the paper and the official READMEs (takase/b2t_connection, takase/rethink_perturbations)
     # give no Gigaword recipe; the first author's Gigaword code (takase/control-length encdec/README.md) decodes
     # with fairseq `--beam 5` after averaging the last 10 checkpoints. Hence beam 5, lenpen 1.0 and fairseq's
-    # defaults (min_len 1, max_len_a 0, max_len_b 200); articles are single sentences and were not truncated.
-    # (min_len 1 is b2t_lib.generate.beam_search's default, not an option; _HEADLINE_DECODING holds the rest.
-    # The tiny scale decodes the same way: the synthetic headlines have at most 14 BPE tokens.)
+    # defaults (min_len 1, max_len_a 0, max_len_b 200): the field defaults, at every scale (the synthetic
+    # headlines have at most 14 BPE tokens). Articles are single sentences and were not truncated.
     ("summarization", "full"): dict(
-        **_BASE, **_HEADLINE_DECODING, encoder_layers=6, decoder_layers=6, dropout=0.3,
-        warmup_updates=4000, max_update=50000, max_tokens=3584,
+        dropout=0.3, warmup_updates=4000, max_update=50000, max_tokens=3584,
         tokens_per_update=3584 * 128,          # not stated in the paper; MT's batch
         data="data/gigaword", eval_batch_size=128,
         # As for MT: a checkpoint at every epoch end (fairseq's default; a few hundred updates of Gigaword at
         # this batch), the last 10 kept and averaged for decoding, as takase/control-length does.
-        save_interval=0, save_interval_epochs=1,
-        log_interval=100, valid_interval=1000, threads=0,
+        save_interval=0, save_interval_epochs=1, log_interval=100, valid_interval=1000,
     ),
     ("summarization", "small"): dict(
-        **_BASE, **_HEADLINE_DECODING, encoder_layers=6, decoder_layers=6, dropout=0.3,
-        warmup_updates=4000, max_update=20000, max_tokens=8192, tokens_per_update=65536,
+        dropout=0.3, warmup_updates=4000, max_update=20000, max_tokens=8192, tokens_per_update=65536,
         data="data/gigaword_small", eval_batch_size=128,
-        log_interval=100, valid_interval=1000, save_interval=1000, threads=0,
+        log_interval=100, valid_interval=1000, save_interval=1000,
     ),
     ("summarization", "tiny"): dict(
         # Tuned so that 6L-6L B2T reaches test ROUGE-1 >= 60 on the synthetic headlines within 3 minutes
         # on 2 CPU cores (benchmarks/RESULTS.md). One thread: two on a shared 2-core machine ran 10x slower.
-        **_HEADLINE_DECODING,
-        d_model=64, n_heads=4, d_ff=256, encoder_layers=6, decoder_layers=6, dropout=0.1,
-        lr=2e-3, warmup_updates=150, max_update=800, max_tokens=1024,
+        _TINY, warmup_updates=150, max_update=800, max_tokens=1024,
         data="data/synthetic_summarization", synthetic_train_pairs=20000, eval_batch_size=250,
-        average_last=1, keep_last=2, divergence_patience=50,
-        log_interval=10, valid_interval=200, save_interval=400, threads=1,
+        valid_interval=200, save_interval=400,
     ),
     # ---------------------------------------------------------------- language model (Table 6 col. 3)
-    # The adaptive-input Transformer of Baevski & Auli (fairseq transformer_lm_wiki103, _LM below) on
+    # The adaptive-input Transformer of Baevski & Auli (fairseq transformer_lm_wiki103, _LM above) on
     # WikiText-103, 6L and 16L (Table 4). Where Table 6 and Baevski & Auli differ, Table 6 wins:
     # Adam (0.9, 0.98), inverse_sqrt at lr 1e-3 with 2K warmup, 50K updates (B&A: NAG, cosine
     # schedule at lr 1, 16K warmup, 286K updates), and 1024 tokens per GPU on 128 GPUs, i.e. one
-    # block of tokens_per_sample 1024 per GPU (B&A: 3072-token blocks, update-freq 3 on 8 GPUs).
-    # Table 6 names no gradient clipping (B&A: 0.1): none, as in the B2T README's recipe. Table 7
+    # block of tokens_per_sample 1024 (the field default) per GPU (B&A: 3072-token blocks, update-freq 3 on
+    # 8 GPUs). Table 6 names no gradient clipping (B&A: 0.1): none, as in the B2T README's recipe. Table 7
     # lists 192 GPUs for 16L (128 for 6L); with Table 6's 1024 tokens per GPU that may mean 1.5x the
     # tokens per update for 16L, which the paper does not state: the preset keeps 128 x 1024.
     # Perplexity uses context_window 512 (fairseq's adaptive-input README of that time evaluates
     # with 512 new tokens per block: --context-window 2560 at 3072; see b2t_lib/train/lm_task.py).
     ("lm", "full"): dict(
-        _LM, d_model=1024, n_heads=8, d_ff=4096, decoder_layers=6, dropout=0.3,
-        attention_dropout=0.1, activation_dropout=0.1,
-        warmup_updates=2000, max_update=50000, max_tokens=1024, tokens_per_sample=1024,
-        tokens_per_update=1024 * 128, context_window=512,
+        _LM, d_model=1024, d_ff=4096, dropout=0.3, attention_dropout=0.1, activation_dropout=0.1,
+        warmup_updates=2000, max_update=50000, max_tokens=1024, tokens_per_update=1024 * 128, context_window=512,
         data="data/wikitext103", eval_batch_size=16,
-        log_interval=100, valid_interval=1000, save_interval=1000, threads=0,
+        log_interval=100, valid_interval=1000, save_interval=1000,
     ),
     ("lm", "small"): dict(
-        _LM, d_model=1024, n_heads=8, d_ff=4096, decoder_layers=6, dropout=0.3,
-        attention_dropout=0.1, activation_dropout=0.1,
-        warmup_updates=2000, max_update=20000, max_tokens=4096, tokens_per_sample=1024,
+        _LM, d_model=1024, d_ff=4096, dropout=0.3, attention_dropout=0.1, activation_dropout=0.1,
+        warmup_updates=2000, max_update=20000, max_tokens=4096,
         tokens_per_update=32768, context_window=512,   # 1/4 of the paper's batch, one GPU
         data="data/wikitext103", eval_batch_size=16,
-        log_interval=100, valid_interval=1000, save_interval=1000, threads=0,
+        log_interval=100, valid_interval=1000, save_interval=1000,
     ),
     ("lm", "tiny"): dict(
         # The synthetic corpus (b2t_lib.data.synthetic_lm: 1M training tokens, 6,352 ids) with small
         # bands: ids below 200 hold ~77% of the tokens, 200-1000 ~13%. Factor 2 (band dimensions 64,
         # 32, 16) instead of 4 (64, 16, 4): at d_model 64 factor 4 leaves the rarest band 4
         # dimensions, and it learns worse (benchmarks/RESULTS.md, "Language model at tiny scale").
-        _LM, d_model=64, n_heads=4, d_ff=256, decoder_layers=6, dropout=0.1,
-        adaptive_cutoff=(200, 1000), adaptive_factor=2.0, adaptive_softmax_dropout=0.1,
-        lr=2e-3, warmup_updates=100, max_update=800, max_tokens=1024, tokens_per_sample=256,
-        context_window=128,
+        # One thread: d 64 gains little from a second, and loses 10x when the cores are shared.
+        _LM, **_TINY, adaptive_cutoff=(200, 1000), adaptive_factor=2.0, adaptive_softmax_dropout=0.1,
+        warmup_updates=100, max_update=800, max_tokens=1024, tokens_per_sample=256, context_window=128,
         data="data/synthetic_lm", synthetic_train_pairs=1_000_000, eval_batch_size=64,
-        divergence_patience=50, log_interval=10, valid_interval=200, save_interval=400,
-        threads=1,   # d 64 gains little from a second thread, and loses 10x when the cores are shared
+        valid_interval=200, save_interval=400,
     ),
     # ---------------------------------------------------------------- ASR (Table 6 col. 4, docs/methods.md §3.5)
     # fairseq S2T Transformer (Wang et al. 2020) "T-Md": d 512, FFN 2048, 8 heads, dropout 0.15 everywhere,
-    # the Conv1d subsampler (1024 channels, kernels 5,5) and SpecAugment ld (2 x F=27, 2 x T=100, p=1.0);
-    # the paper trains 6L-6L and 12L-6L. Table 6: lr 1e-3, warmup 4K (the S2T docs use 10K), 150K updates,
-    # 40K frames per GPU x 32 GPUs; clip 10. No label smoothing: the S2T LibriSpeech recipe passes no
-    # --label-smoothing (criterion default 0; docs/methods.md §3.5). Decoding as the recipe's fairseq-generate:
-    # beam 5, lenpen 1, and its default length limit a=0, b=200 (src_len is in frames for speech, so a
-    # text-style a=1.2 would allow thousands of tokens); the last 10 epoch checkpoints averaged.
+    # the Conv1d subsampler (1024 channels, kernels 5,5) and SpecAugment ld (2 x F=27, 2 x T=100, p=1.0): the
+    # field defaults; the paper trains 6L-6L and 12L-6L. Table 6: lr 1e-3, warmup 4K (the S2T docs use 10K),
+    # 150K updates, 40K frames per GPU x 32 GPUs; clip 10. No label smoothing: the S2T LibriSpeech recipe passes
+    # no --label-smoothing (criterion default 0; docs/methods.md §3.5). The last 10 epoch checkpoints averaged.
     ("asr", "full"): dict(
-        _SPEECH, **_BASE, encoder_layers=6, decoder_layers=6,
+        _SPEECH, **_S2T_DROPOUT,
         warmup_updates=4000, max_update=150000, max_tokens=40000, tokens_per_update=40000 * 32,
         data="data/librispeech", eval_batch_size=64,
         save_interval=0, save_interval_epochs=1,   # ~270 updates per epoch of 960 h at this batch
-        log_interval=100, valid_interval=2000, threads=0,
+        log_interval=100, valid_interval=2000,
     ),
     # One GPU on train_clean_100 (100 h, ~36M frames): 160K frames per update (update-freq 4 at 40K
     # frames), ~225 updates per epoch, 20K updates (~90 epochs); epoch checkpoints as at full.
     ("asr", "small"): dict(
-        _SPEECH, **_BASE, encoder_layers=6, decoder_layers=6,
+        _SPEECH, **_S2T_DROPOUT,
         warmup_updates=4000, max_update=20000, max_tokens=40000, tokens_per_update=160000,
         data="data/librispeech_100h", eval_batch_size=64,
-        save_interval=0, save_interval_epochs=1,
-        log_interval=100, valid_interval=1000, threads=0,
+        save_interval=0, save_interval_epochs=1, log_interval=100, valid_interval=1000,
     ),
     # The synthetic spoken-word corpus (b2t_lib.data.synthetic_speech: 2,000 training utterances of
     # about 1.3 s). SpecAugment keeps ld's masks but with time masks under T=10 frames: ld's T=100
@@ -227,48 +172,26 @@ _PRESETS: dict[tuple[str, str], dict] = {
     # T=100 the 6L-6L model reached only ~55 % WER where T=10 gives ~2 % (benchmarks/RESULTS.md section 7).
     # Tuned so that 6L-6L B2T ends well under 30 % WER within 4 minutes on 2 cores (benchmarks/RESULTS.md).
     ("asr", "tiny"): dict(
-        _SPEECH, d_model=64, n_heads=4, d_ff=256, encoder_layers=6, decoder_layers=6,
-        dropout=0.1, attention_dropout=0.0, activation_dropout=0.0, conv_channels=256, specaug_time_width=10,
-        lr=2e-3, warmup_updates=150, max_update=800, max_tokens=4000,
+        _SPEECH, **_TINY, conv_channels=256, specaug_time_width=10,
+        warmup_updates=150, max_update=800, max_tokens=4000,
         data="data/synthetic_asr", synthetic_train_pairs=2000, eval_batch_size=100,
-        average_last=1, keep_last=2, divergence_patience=50,
-        log_interval=10, valid_interval=200, save_interval=400, threads=1,
+        valid_interval=200, save_interval=400,
     ),
 }
 
-# ---------------------------------------------------------------- "Training failed": the stall rule
-# A run ends "stalled" (b2t_lib/train/failure.py) when its validation NLL is not ``stall_margin`` bits below
-# the unigram baseline of its data (b2t_lib/data/unigram.py) at the first validation at or after update
-# ``stall_deadline``. The margin must lie outside the wobble of a run on the plateau and well inside the lead a
-# run that trains has by the deadline; the deadline must come after every trainable run has left the plateau.
-#
-# tiny (measured; notebook 06's 18L-18L setting: d 32, warmup 100, 400 updates, validation every 25; the
-#   synthetic data's unigram baseline is 7.81 bits). Post-LN reaches 7.94 at update 125 and then stays at
-#   7.88-7.90 bits until 400: 0.07 above the baseline, wobbling by 0.02. Pre-LN is at 6.95 bits at update 200
-#   and 5.66 at 400 (2.15 below); B2T at 7.14 at 200 and 6.67 at 400 (1.14 below). With the preset's own
-#   18L-18L (d 64, lr 2e-3, warmup 150; judged at its validation at 500) Pre-LN is at 4.20 bits and B2T at
-#   5.27 by update 200 already.
-#   margin 0.5 bits: a run on the plateau sits within 0.1 bit of the baseline (here 0.07 above it); 0.5 is
-#   five times that, and under half of B2T's lead at update 400 (1.14 bits).
-#   deadline 400: 4 x the deep runs' warmup (2.7 x the preset's 150); B2T already clears the bar at 175-200.
-# small/full (the paper's Figure 1: Post-LN 18L-18L flat from the start; Pre-LN and B2T fall within the first
-#   few thousand updates). No run of ours at these scales yet, so the numbers are conservative:
-#   margin 1 bit: on real data a stalled model picks up some target-side statistics (an 18L-18L Post-LN
-#   on a real corpus crawled from 8.68 to 8.29 bits in 1000 updates, writing "Ein Mann in einem einem einem"),
-#   while a model that trains ends several bits below (the same run's B2T: 5.25 bits); 1 bit is a factor 2
-#   in per-token perplexity.
-#   deadline 2 x warmup_updates: the peak learning rate has then acted as long as the warmup took; a stalled
-#   run costs 8000 of MT's 50000 full updates (16 %). Validation every 1000-2000 updates judges it there.
-# Set ``stall_deadline=0`` to turn the rule off; a run that ends before the deadline is not judged.
+# "Training failed", the stall rule (b2t_lib/train/failure.py): a run ends "stalled" when its validation NLL is
+# not ``stall_margin`` bits below the unigram baseline of its data at the first validation at or after update
+# ``stall_deadline`` (0 turns the rule off; a run that ends before the deadline is not judged). How the values
+# were chosen, with the measurements behind them: benchmarks/RESULTS.md, "The stall rule's margin and deadline".
 _STALL_RULE: dict[tuple[str, str], dict] = {
-    **{(task, "tiny"): dict(stall_margin=0.5, stall_deadline=400) for task in TASKS},
-    ("mt", "small"): dict(stall_margin=1.0, stall_deadline=8000),             # warmup 4000
+    **{(task, "tiny"): dict(stall_margin=0.5, stall_deadline=400) for task, _ in _PRESETS},
+    ("mt", "small"): dict(stall_margin=1.0, stall_deadline=8000),             # 2 x warmup 4000
     ("mt", "full"): dict(stall_margin=1.0, stall_deadline=8000),
-    ("summarization", "small"): dict(stall_margin=1.0, stall_deadline=8000),  # warmup 4000
+    ("summarization", "small"): dict(stall_margin=1.0, stall_deadline=8000),  # 2 x warmup 4000
     ("summarization", "full"): dict(stall_margin=1.0, stall_deadline=8000),
-    ("lm", "small"): dict(stall_margin=1.0, stall_deadline=4000),             # warmup 2000
+    ("lm", "small"): dict(stall_margin=1.0, stall_deadline=4000),             # 2 x warmup 2000
     ("lm", "full"): dict(stall_margin=1.0, stall_deadline=4000),
-    ("asr", "small"): dict(stall_margin=1.0, stall_deadline=8000),            # warmup 4000
+    ("asr", "small"): dict(stall_margin=1.0, stall_deadline=8000),            # 2 x warmup 4000
     ("asr", "full"): dict(stall_margin=1.0, stall_deadline=8000),
 }
 
@@ -365,15 +288,20 @@ def rehearsal_sizes(values: dict) -> dict:
     return values
 
 
+def preset_tasks() -> list[str]:
+    """The tasks that have presets, in the paper's order (the trainer's task registry must match them: tested)."""
+    return list(dict.fromkeys(task for task, _ in _PRESETS))
+
+
 def preset(task: str, scale: str) -> dict:
-    """All training options of ``task`` at ``scale`` (a fresh dict the caller may change); under the
-    rehearsal, small and full come shrunk (:func:`rehearsal_sizes`)."""
-    if task not in TASKS:
-        raise ValueError(f"unknown task {task!r}; known tasks are: {', '.join(TASKS)}")
+    """The options the preset of ``task`` at ``scale`` states: what differs from the fields' defaults, and the
+    options every preset sets (a fresh dict the caller may change); under the rehearsal, small and full come
+    shrunk (:func:`rehearsal_sizes`). :meth:`~b2t_lib.train.TrainConfig.from_preset` builds the whole config."""
+    if task not in preset_tasks():
+        raise ValueError(f"unknown task {task!r}; known tasks are: {', '.join(preset_tasks())}")
     if scale not in SCALES:
         raise ValueError(f"unknown scale {scale!r}; known scales are: {', '.join(SCALES)}")
-    values = copy.deepcopy(_COMMON)
-    values.update(copy.deepcopy(_PRESETS[(task, scale)]))
+    values = copy.deepcopy(_PRESETS[(task, scale)])
     values.update(_STALL_RULE[(task, scale)])
     values["task"] = task
     values["scale"] = scale

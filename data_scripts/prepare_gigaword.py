@@ -24,7 +24,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # run from a checkout without installing
 
 from b2t_lib.data import download_gigaword, prepare_summarization_data  # noqa: E402
+from b2t_lib.data.steps import parameter_defaults  # noqa: E402
 from b2t_lib.data.summarization import HeadlineFileError  # noqa: E402
+
+DEFAULTS = parameter_defaults(prepare_summarization_data)   # every default below is the function's
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -51,19 +54,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="keep a seeded random subset of this many training pairs (valid and test unchanged)")
     bpe = parser.add_mutually_exclusive_group()
     bpe.add_argument("--bpe-merges", type=int, default=None,
-                     help="number of joint BPE merges for article and headline (default: 32000, the paper)")
+                     help=f"number of joint BPE merges for article and headline (default: {DEFAULTS['bpe_merges']}, "
+                          "the paper)")
     bpe.add_argument("--bpe-vocab-size", type=int, default=None,
                      help="number of BPE symbols instead (alphabet + merges)")
-    parser.add_argument("--max-len", type=int, default=None,
+    parser.add_argument("--max-len", type=int, default=DEFAULTS["max_len"],
                         help="drop training pairs whose article or headline has more tokens than this "
                              "(default: keep all; Rush et al. kept Gigaword training articles under 100 words)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the --max-pairs subset (default: 0)")
+    parser.add_argument("--seed", type=int, default=DEFAULTS["seed"],
+                        help="seed of the --max-pairs subset (default: %(default)s)")
     parser.add_argument("--workers", type=int, default=None,
                         help="tokenizer processes for --from-files normalization (default: all cores)")
     parser.add_argument("--cache-dir", default=None, help="Hugging Face Hub cache folder for the download")
     args = parser.parse_args(argv)
     if args.bpe_merges is None and args.bpe_vocab_size is None:
-        args.bpe_merges = 32000
+        args.bpe_merges = DEFAULTS["bpe_merges"]
     if args.max_pairs is not None and args.max_pairs <= 0:
         parser.error("--max-pairs must be positive")
     if args.max_len is not None and args.max_len <= 0:

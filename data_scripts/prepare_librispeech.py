@@ -24,10 +24,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # run from a checkout without installing
 
-from b2t_lib.data.speech import (DEFAULT_VOCAB_SIZE, MAX_TRAIN_FRAMES, MIN_FRAMES,  # noqa: E402
-                                 prepare_librispeech, prepare_speech_from_files)
-from b2t_lib.data.speech_sources import HUB_CONFIG, HUB_DATASET, HUB_SPLITS, SMALL_HUB_SPLITS  # noqa: E402
+from b2t_lib.data.speech import prepare_librispeech, prepare_speech_from_files  # noqa: E402
+from b2t_lib.data.speech_sources import HUB_SPLITS, SMALL_HUB_SPLITS  # noqa: E402
+from b2t_lib.data.steps import parameter_defaults  # noqa: E402
 from b2t_lib.data.speech_vocab import VocabularySizeError  # noqa: E402
+
+DEFAULTS = parameter_defaults(prepare_librispeech)   # every default below is the function's
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -40,23 +42,23 @@ def build_parser() -> argparse.ArgumentParser:
                              "DIR/<test>.tsv, each with a header naming the tab-separated columns 'audio' (a path "
                              "relative to DIR; WAV, FLAC, OGG or any format libsndfile reads, any sample rate, "
                              "mono or stereo) and 'text'")
-    parser.add_argument("--splits", nargs="+", default=list(HUB_SPLITS), choices=list(HUB_SPLITS), metavar="SPLIT",
+    parser.add_argument("--splits", nargs="+", default=list(DEFAULTS["splits"]), choices=list(HUB_SPLITS), metavar="SPLIT",
                         help=f"Hub splits to prepare, one or more of: {' '.join(HUB_SPLITS)} (default: all). "
                              "The training splits become the "
                              "'train' split; validation.clean/other -> dev_clean/dev_other, test.clean/other -> "
                              f"test_clean/test_other. The small scale uses: {' '.join(SMALL_HUB_SPLITS)}")
-    parser.add_argument("--vocab-size", type=int, default=DEFAULT_VOCAB_SIZE,
+    parser.add_argument("--vocab-size", type=int, default=DEFAULTS["vocab_size"],
                         help="SentencePiece unigram pieces, specials included (default: %(default)s, fairseq S2T); "
                              "a small corpus needs fewer, and the error message says the largest it supports")
     parser.add_argument("--workers", type=int, default=None,
                         help="processes that decode audio and compute features (default: all cores)")
-    parser.add_argument("--seed", type=int, default=1, help="SentencePiece training seed (default: %(default)s)")
-    parser.add_argument("--min-frames", type=int, default=MIN_FRAMES,
+    parser.add_argument("--seed", type=int, default=DEFAULTS["seed"], help="SentencePiece training seed (default: %(default)s)")
+    parser.add_argument("--min-frames", type=int, default=DEFAULTS["min_frames"],
                         help="drop utterances with fewer frames, in every split (default: %(default)s)")
-    parser.add_argument("--max-train-frames", type=int, default=MAX_TRAIN_FRAMES,
+    parser.add_argument("--max-train-frames", type=int, default=DEFAULTS["max_train_frames"],
                         help="drop training utterances with more frames (10 ms each; default: %(default)s)")
-    parser.add_argument("--dataset", default=HUB_DATASET, help="Hub dataset id (default: %(default)s)")
-    parser.add_argument("--config", default=HUB_CONFIG, help="Hub dataset config (default: %(default)s)")
+    parser.add_argument("--dataset", default=DEFAULTS["dataset"], help="Hub dataset id (default: %(default)s)")
+    parser.add_argument("--config", default=DEFAULTS["config"], help="Hub dataset config (default: %(default)s)")
     parser.add_argument("--revision", default=None, help="Hub revision (commit) to pin (default: the latest)")
     parser.add_argument("--cache-dir", default=None, help="Hugging Face datasets cache folder")
     return parser

@@ -22,9 +22,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # run from a checkout without installing
 
-from b2t_lib.data.lm import (HUB_SPLITS, WIKITEXT103, WIKITEXT103_ROWS, WIKITEXT103_VOCAB,  # noqa: E402
+from b2t_lib.data.lm import (HUB_SPLITS, WIKITEXT103_ROWS, WIKITEXT103_VOCAB,  # noqa: E402
                              download_wikitext103, prepare_lm_data, wikitext103_sizes)
-from b2t_lib.data.steps import read_json  # noqa: E402
+from b2t_lib.data.steps import parameter_defaults, read_json  # noqa: E402
+
+DEFAULTS = {**parameter_defaults(download_wikitext103), **parameter_defaults(prepare_lm_data)}   # the functions'
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -42,14 +44,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     source.add_argument("--parquet-dir", type=Path, default=None, metavar="DIR",
                         help="read local parquet files with the Hub's layout (a 'text' column; files "
                              "train-*.parquet, validation-*.parquet, test-*.parquet) instead of the Hub")
-    parser.add_argument("--dataset", default=WIKITEXT103[0], help="Hub dataset id (default: %(default)s)")
-    parser.add_argument("--config", default=WIKITEXT103[1],
+    parser.add_argument("--dataset", default=DEFAULTS["dataset"], help="Hub dataset id (default: %(default)s)")
+    parser.add_argument("--config", default=DEFAULTS["config"],
                         help="Hub config (default: %(default)s, the tokenized <unk>-mapped benchmark)")
-    parser.add_argument("--min-count", type=int, default=0, metavar="N",
-                        help="map training words seen fewer than N times to <unk> (default: 0, keep all: "
+    parser.add_argument("--min-count", type=int, default=DEFAULTS["min_count"], metavar="N",
+                        help="map training words seen fewer than N times to <unk> (default: %(default)s, keep all: "
                              "WikiText-103 is already mapped); valid/test words outside the vocabulary become "
                              "<unk> when training has <unk>, and are an error otherwise")
-    parser.add_argument("--padding-factor", type=int, default=8,
+    parser.add_argument("--padding-factor", type=int, default=DEFAULTS["padding_factor"],
                         help="pad the dictionary size to a multiple of this (fairseq-preprocess: %(default)s)")
     parser.add_argument("--expected-vocab", type=int, default=None, metavar="N",
                         help="check that the distinct training words plus the end-of-line symbol number N "

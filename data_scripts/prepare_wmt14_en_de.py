@@ -3,8 +3,8 @@
 
     # full data (4.5M pairs, 32K joint BPE merges, newstest2010-2016), needs the Hugging Face Hub
     python data_scripts/prepare_wmt14_en_de.py --out-dir data/wmt14_en_de
-    # a 300K-pair random subset for the 'small' scale
-    python data_scripts/prepare_wmt14_en_de.py --out-dir data/wmt14_en_de_300k --max-pairs 300000
+    # a 1M-pair random subset for the 'small' scale
+    python data_scripts/prepare_wmt14_en_de.py --out-dir data/wmt14_en_de_1m --max-pairs 1000000
     # offline: plain-text files train/valid/<test>.{en,de}, same processing
     python data_scripts/prepare_wmt14_en_de.py --from-files /path/to/raw --out-dir data/my_corpus
 
@@ -21,6 +21,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # run from a checkout without installing
 
 from b2t_lib.data import prepare_wmt14_en_de  # noqa: E402
+from b2t_lib.data.steps import parameter_defaults  # noqa: E402
+
+DEFAULTS = parameter_defaults(prepare_wmt14_en_de)   # every default below is the function's
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -32,23 +35,26 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="where downloaded raw text goes (default: OUT_DIR/raw)")
     parser.add_argument("--from-files", type=Path, default=None, metavar="DIR",
                         help="skip the download; DIR holds train/valid/<test>.{SRC,TGT}, one sentence per line")
-    parser.add_argument("--src-lang", default="en")
-    parser.add_argument("--tgt-lang", default="de")
+    parser.add_argument("--src-lang", default=DEFAULTS["src_lang"], help="source language (default: %(default)s)")
+    parser.add_argument("--tgt-lang", default=DEFAULTS["tgt_lang"], help="target language (default: %(default)s)")
     parser.add_argument("--max-pairs", type=int, default=None,
                         help="keep a seeded random subset of this many training pairs (before cleaning)")
     bpe = parser.add_mutually_exclusive_group()
-    bpe.add_argument("--bpe-merges", type=int, default=None, help="number of BPE merges (default: 32000, the paper)")
+    bpe.add_argument("--bpe-merges", type=int, default=None, help=f"number of BPE merges (default: {DEFAULTS['bpe_merges']}, the paper)")
     bpe.add_argument("--bpe-vocab-size", type=int, default=None, help="number of BPE symbols instead (alphabet + merges)")
-    parser.add_argument("--max-len", type=int, default=80, help="cleaning: max tokens per training sentence")
-    parser.add_argument("--max-ratio", type=float, default=1.5, help="cleaning: max length ratio of a training pair")
+    parser.add_argument("--max-len", type=int, default=DEFAULTS["max_len"],
+                        help="cleaning: max tokens per training sentence (default: %(default)s)")
+    parser.add_argument("--max-ratio", type=float, default=DEFAULTS["max_ratio"],
+                        help="cleaning: max length ratio of a training pair (default: %(default)s)")
     parser.add_argument("--aggressive-dash-splits", action="store_true",
                         help="Moses -a: split hyphens into @-@ (fairseq's recipe; Google's data, used by the paper, did not)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the --max-pairs subset")
+    parser.add_argument("--seed", type=int, default=DEFAULTS["seed"], help="seed of the --max-pairs subset "
+                        "(default: %(default)s)")
     parser.add_argument("--workers", type=int, default=None, help="tokenizer processes (default: all cores)")
     parser.add_argument("--cache-dir", default=None, help="Hugging Face datasets cache folder")
     args = parser.parse_args(argv)
     if args.bpe_merges is None and args.bpe_vocab_size is None:
-        args.bpe_merges = 32000
+        args.bpe_merges = DEFAULTS["bpe_merges"]
     if args.max_pairs is not None and args.max_pairs <= 0:
         parser.error("--max-pairs must be positive")
     return args

@@ -5,3 +5,24 @@ diagnostics, core gradients, Jacobians): 81-109 s with torch's default two threa
 import torch
 
 torch.set_num_threads(1)
+
+
+# ---------------------------------------------------------------- helpers shared by the test files
+import importlib.util  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]       # the repository
+
+
+def load_script(path: Path):
+    """The module of a command-line script (``data_scripts/prepare_*.py``), loaded from its file, so a test calls
+    its ``main(argv)`` in this process."""
+    spec = importlib.util.spec_from_file_location(Path(path).stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def data_script(name: str):
+    """The module of ``data_scripts/<name>.py``."""
+    return load_script(ROOT / "data_scripts" / f"{name}.py")

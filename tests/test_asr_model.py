@@ -10,7 +10,7 @@ from b2t_lib import EncoderDecoder, ModelConfig
 from b2t_lib.config import ConfigError
 from b2t_lib.model import forward_batch
 from b2t_lib.paper_tables import ASR_SPLITS, paper_table, render_table, row_from_result
-from b2t_lib.speech import SpecAugment, SpeechInput, SpeechSource, lengths_to_padding_mask
+from b2t_lib.speech_input import SpecAugment, SpeechInput, SpeechSource, lengths_to_padding_mask
 from b2t_lib.train import TrainConfig
 from b2t_lib.variants import VARIANTS
 

@@ -1,4 +1,4 @@
-"""Audio features (b2t_lib.data.audio) and word error rate (b2t_lib.wer)."""
+"""Audio features (b2t_lib.data.audio) and word error rate (b2t_lib.metrics)."""
 from __future__ import annotations
 
 import io
@@ -12,7 +12,7 @@ import torchaudio
 
 from b2t_lib.data.audio import (AudioError, extract_features, fbank, load_waveform, num_frames, read_audio,
                                 utterance_cmvn)
-from b2t_lib.wer import normalize_words, wer_counts, word_error_rate
+from b2t_lib.metrics import normalize_words, wer_counts, word_error_rate
 
 
 def tones(rate: int, seconds: float = 1.0, freqs=(300.0, 700.0, 1500.0, 2500.0)) -> np.ndarray:

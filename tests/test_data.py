@@ -2,7 +2,6 @@
 corpus, re-runs that skip or repair, and the prepared data set (batching, collation, decoding)."""
 from __future__ import annotations
 
-import importlib.util
 import logging
 import os
 import subprocess
@@ -16,6 +15,7 @@ from b2t_lib.special_tokens import BOS, EOS, PAD, UNK
 from b2t_lib.data import load_translation_split, prepare_synthetic_mt, test_split_names
 from b2t_lib.data.synthetic import synthetic_splits
 from b2t_lib.data.text import moses_detokenize, moses_tokenize
+from conftest import load_script
 
 pytestmark = pytest.mark.slow  # runs the data pipeline
 
@@ -30,13 +30,6 @@ SPECIAL = [("The \"old\" dog's well-known house costs $3.50 \u2013 really?",
 # Training pairs that clean-corpus-n (1-80 tokens, ratio <= 1.5) must drop.
 BAD_PAIRS = [("The dog sleeps.", ""), ("The big red dog sees a small cat today.", "Hund."),
              (" ".join(["dog"] * 85) + ".", " ".join(["Hund"] * 85) + ".")]
-
-
-def _load_cli():
-    spec = importlib.util.spec_from_file_location("prepare_wmt14_en_de", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _write(path: Path, lines: list[str]) -> None:
@@ -57,7 +50,7 @@ def corpus(tmp_path_factory):
         _write(raw / f"{split}.en", [s for s, _ in pairs])
         _write(raw / f"{split}.de", [t for _, t in pairs])
     args = ["--from-files", str(raw), "--out-dir", str(out), "--bpe-vocab-size", "400", "--workers", "1"]
-    assert _load_cli().main(args) == 0
+    assert load_script(SCRIPT).main(args) == 0
     return {"raw": raw, "out": out, "args": args, "splits": splits}
 
 
@@ -106,7 +99,7 @@ def test_rerun_skips_everything(corpus, caplog):
     out = corpus["out"]
     mtimes = {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()}
     caplog.set_level(logging.INFO, logger="b2t_lib.data")
-    assert _load_cli().main(corpus["args"]) == 0
+    assert load_script(SCRIPT).main(corpus["args"]) == 0
     assert "up to date, nothing to do" in caplog.text
     assert mtimes == {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()}
     # Also as a real command line, as a user runs it.
@@ -127,7 +120,7 @@ def test_damaged_outputs_are_detected_and_rebuilt(corpus, caplog):
     with pytest.raises(ValueError, match="damaged"):
         load_translation_split(out, "train")
     caplog.clear()
-    assert _load_cli().main(corpus["args"]) == 0
+    assert load_script(SCRIPT).main(corpus["args"]) == 0
     assert "step binarize-train: running" in caplog.text
     assert "step tokenize-train: up to date" in caplog.text and "step bpe-learn: up to date" in caplog.text
     assert final.read_bytes() == good
@@ -139,7 +132,7 @@ def test_damaged_outputs_are_detected_and_rebuilt(corpus, caplog):
     with pytest.raises(ValueError, match="checksum"):
         load_translation_split(out, "train")
     caplog.clear()
-    _load_cli().main(corpus["args"])
+    load_script(SCRIPT).main(corpus["args"])
     assert "step binarize-train: running" in caplog.text and final.read_bytes() == good
 
     # 3. A damaged intermediate file: its step reruns; the identical result lets later steps skip.
@@ -147,14 +140,14 @@ def test_damaged_outputs_are_detected_and_rebuilt(corpus, caplog):
     seg.write_text(seg.read_text(encoding="utf-8").replace("@@", "##", 1), encoding="utf-8")
     (out / "manifest.json").unlink()                 # as if a run had died before finishing
     caplog.clear()
-    _load_cli().main(corpus["args"])
+    load_script(SCRIPT).main(corpus["args"])
     assert "step bpe-apply-train: running" in caplog.text
     assert "step binarize-train: up to date" in caplog.text
     assert load_translation_split(out, "train") is not None
 
 
 def test_max_pairs_takes_a_seeded_subset(corpus, tmp_path):
-    cli = _load_cli()
+    cli = load_script(SCRIPT)
     args = ["--from-files", str(corpus["raw"]), "--bpe-vocab-size", "400", "--max-pairs", "300", "--workers", "1"]
     cli.main(args + ["--out-dir", str(tmp_path / "a")])
     cli.main(args + ["--out-dir", str(tmp_path / "b"), "--seed", "1"])
@@ -222,3 +215,14 @@ def test_prepare_synthetic_mt_is_deterministic(tmp_path):
     assert test_split_names(a) == ["test"]
     ds = load_translation_split(a, "test")
     assert len(ds) == 20 and ds.decode(ds.tgt[0]) == ds.references()[0]
+
+
+def test_the_translation_loader_gives_what_tasks_use(corpus):
+    """The written interface (b2t_lib.data.protocol): batches and collate for training, and for decoding
+    src_sizes, decode and references."""
+    from b2t_lib.data.protocol import Dataset, DecodableDataset
+
+    test = load_translation_split(corpus["out"], "test")
+    assert isinstance(test, Dataset) and isinstance(test, DecodableDataset)
+    batch = test.collate(test.batches(200, shuffle=False)[0])
+    assert {"id", "target", "ntokens"} <= set(batch) and len(test.src_sizes) == len(test) == len(test.references())

@@ -4,7 +4,6 @@ small generated corpus, and every bad input, which must fail with its file and l
 already prepared data set untouched."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import logging
 import os
@@ -20,21 +19,15 @@ import pytest
 
 from b2t_lib.special_tokens import UNK
 from b2t_lib.data import gigaword, load_translation_split, test_split_names
-from b2t_lib.data.prepare import _count_lines
+from b2t_lib.data.translation import _count_lines
 from b2t_lib.data.summarization import HeadlineFileError, check_headline_files
 from b2t_lib.data.synthetic_headlines import headline_splits
 from b2t_lib.data.text import keep_pair, rush_normalize, tokenize_line
+from conftest import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "data_scripts" / "prepare_gigaword.py"
 SMALL = {"train": 400, "dev": 40, "test": 30}   # pairs per split of the small archive
-
-
-def _load_cli():
-    spec = importlib.util.spec_from_file_location("prepare_gigaword", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _write(path: Path, lines: list[str]) -> None:
@@ -92,7 +85,7 @@ def gigaword_run(tmp_path_factory):
         mp.setattr(huggingface_hub, "hf_hub_download", fake_hf_hub_download)
         mp.setattr(gigaword, "GIGAWORD_PAIRS", SMALL)           # the count check stays on
         out = root / "prepared"
-        assert _load_cli().main(["--out-dir", str(out), "--bpe-vocab-size", "300"]) == 0
+        assert load_script(SCRIPT).main(["--out-dir", str(out), "--bpe-vocab-size", "300"]) == 0
     return {"out": out, "pairs": pairs, "calls": calls, "zip": archive}
 
 
@@ -141,7 +134,7 @@ def test_download_path_rerun_skips_everything(gigaword_run, caplog, monkeypatch)
     monkeypatch.setattr(gigaword, "GIGAWORD_PAIRS", SMALL)
     caplog.set_level(logging.INFO, logger="b2t_lib.data")
     args = ["--out-dir", str(out), "--bpe-vocab-size", "300", "--zip", str(gigaword_run["zip"])]
-    assert _load_cli().main(args) == 0
+    assert load_script(SCRIPT).main(args) == 0
     assert "nothing to do" in caplog.text and "extract-train: up to date" in caplog.text
     assert _snapshot(out) == before
 
@@ -218,7 +211,7 @@ def files_run(tmp_path_factory):
     raw = _raw_corpus(root / "raw")
     args = ["--from-files", str(root / "raw"), "--out-dir", str(root / "prepared"), "--bpe-vocab-size", "300",
             "--workers", "1"]
-    assert _load_cli().main(args) == 0
+    assert load_script(SCRIPT).main(args) == 0
     return {"root": root, "raw": raw, "out": root / "prepared", "args": args}
 
 
@@ -261,7 +254,7 @@ def test_no_normalize_keeps_the_text_as_given(files_run, tmp_path):
     out = tmp_path / "plain"
     args = ["--from-files", str(files_run["root"] / "raw"), "--out-dir", str(out), "--bpe-vocab-size", "300",
             "--no-normalize"]
-    assert _load_cli().main(args) == 0
+    assert load_script(SCRIPT).main(args) == 0
     test = load_translation_split(out, "test")
     assert test.tokenizer == "none"
     assert test.references() == [" ".join(h.split()) for _, h in files_run["raw"]["test"]]
@@ -323,7 +316,7 @@ def test_bad_inputs_fail_with_file_and_line_and_leave_prepared_data_untouched(fi
     out = files_run["out"]
     before = _snapshot(out)
     args = ["--from-files", str(bad), "--out-dir", str(out), "--bpe-vocab-size", "300", "--workers", "1"]
-    assert _load_cli().main(args) == 2
+    assert load_script(SCRIPT).main(args) == 2
     message = capsys.readouterr().err
     assert "cannot prepare headline data" in message
     assert re.search(expected, message), message

@@ -2,7 +2,6 @@
 the unigram baseline and the synthetic tiny-scale corpus."""
 from __future__ import annotations
 
-import importlib.util
 import inspect
 import logging
 import math
@@ -19,6 +18,7 @@ from b2t_lib.data.lm import (WIKITEXT103, WIKITEXT103_VOCAB, download_wikitext10
                              unigram_cross_entropy)
 from b2t_lib.data.lm_dataset import LMBlockDataset, lm_manifest, load_lm_split, unigram_baseline
 from b2t_lib.data.synthetic_lm import generate_synthetic_lm_text, prepare_synthetic_lm
+from conftest import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "data_scripts" / "prepare_wikitext103.py"
@@ -26,13 +26,6 @@ TRAIN = [" = Valkyria Chronicles = ", "", " The game was released in 2011 . ", "
          "", " = = Reception = = ", "", "The <unk> praised the game and the music .", "the the game"]
 VALID = ["", " The game won . ", "the music <unk> ."]
 TEST = [" = Sequel = ", "the game sold ."]
-
-
-def _load_cli():
-    spec = importlib.util.spec_from_file_location("prepare_wikitext103", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _write_corpus(folder: Path, splits: dict[str, list[str]]) -> Path:
@@ -123,7 +116,7 @@ def test_synthetic_text_is_deterministic_zipfian_and_wikitext_like():
 
 
 def test_cli_help_documents_every_option(capsys):
-    cli = _load_cli()
+    cli = load_script(SCRIPT)
     with pytest.raises(SystemExit) as exit_:
         cli.parse_args(["--help"])
     assert exit_.value.code == 0
@@ -139,7 +132,7 @@ def test_the_default_source_is_the_real_hub_dataset():
     defaults = inspect.signature(download_wikitext103).parameters
     assert (defaults["dataset"].default, defaults["config"].default) == WIKITEXT103 == \
         ("Salesforce/wikitext", "wikitext-103-v1")
-    args = _load_cli().parse_args([])
+    args = load_script(SCRIPT).parse_args([])
     assert (args.dataset, args.config, args.from_files, args.parquet_dir) == (*WIKITEXT103, None, None)
 
 
@@ -149,7 +142,7 @@ def prepared(tmp_path_factory):
     root = tmp_path_factory.mktemp("lm")
     raw = _write_corpus(root / "raw", {"train": TRAIN, "valid": VALID, "test": TEST})
     args = ["--from-files", str(raw), "--out-dir", str(root / "out")]
-    assert _load_cli().main(args) == 0
+    assert load_script(SCRIPT).main(args) == 0
     return {"raw": raw, "out": root / "out", "args": args}
 
 
@@ -186,7 +179,7 @@ def test_from_files_builds_frequency_ordered_dictionary_and_streams(prepared):
 
 @pytest.mark.slow
 def test_rerun_skips_and_damage_is_rebuilt(prepared, caplog):
-    out, cli = prepared["out"], _load_cli()
+    out, cli = prepared["out"], load_script(SCRIPT)
     mtimes = {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()}
     caplog.set_level(logging.INFO, logger="b2t_lib.data")
     assert cli.main(prepared["args"]) == 0
@@ -243,7 +236,7 @@ def test_errors_name_the_file_and_line(tmp_path, capsys):
     with pytest.raises(ValueError, match=r"test\.txt:2: the word 'zebra' is not in the training vocabulary"):
         prepare_lm_data(raw, tmp_path / "o3")
     assert not (tmp_path / "o3" / "manifest.json").exists() and not (tmp_path / "o3" / "test.npy").exists()
-    assert _load_cli().main(["--from-files", str(raw), "--out-dir", str(tmp_path / "o3")]) == 1
+    assert load_script(SCRIPT).main(["--from-files", str(raw), "--out-dir", str(tmp_path / "o3")]) == 1
     assert "test.txt:2" in capsys.readouterr().err
     # ... with --min-count 2 training has <unk> ('cat' and 'a' are seen once), and the unknown word maps to it
     out = prepare_lm_data(raw, tmp_path / "o4", min_count=2)
@@ -286,7 +279,7 @@ def test_hub_layout_through_parquet_files(tmp_path, capsys):
     parquet = tmp_path / "wikitext-103-v1"
     _write_parquet(parquet, HUB_ROWS)
     out = tmp_path / "out"
-    cli = _load_cli()
+    cli = load_script(SCRIPT)
     # the real WikiText-103 row counts are checked by default: a small copy is refused ...
     assert cli.main(["--parquet-dir", str(parquet), "--out-dir", str(out)]) == 1
     assert "expected 1,801,350" in capsys.readouterr().err
@@ -350,3 +343,13 @@ def test_prepare_synthetic_lm_is_deterministic_with_meaningful_bands(tmp_path):
     counts = np.bincount(ids, minlength=ma["vocab_size"])
     assert np.all(np.diff(counts[4:ma["vocabulary"]["kept_types"] + 3]) <= 0)    # ids in frequency order
     assert 100 < ma["unigram"]["valid"]["ppl"] < 1000
+
+
+@pytest.mark.slow
+def test_the_lm_loader_gives_what_training_uses(prepared):
+    """An LM split is a Dataset of b2t_lib.data.protocol (batches, collate); it is not decoded by search."""
+    from b2t_lib.data.protocol import Dataset, DecodableDataset
+
+    blocks = load_lm_split(prepared["out"], "valid", tokens_per_sample=8)
+    assert isinstance(blocks, Dataset) and not isinstance(blocks, DecodableDataset)
+    assert {"target", "ntokens"} <= set(blocks.collate(blocks.batches(64, shuffle=False)[0]))

@@ -3,7 +3,6 @@
 reproducibility, and the prepared data set (frame batches, CMVN, collation, decoding)."""
 from __future__ import annotations
 
-import importlib.util
 import io
 import json
 import logging
@@ -23,16 +22,10 @@ from b2t_lib.data.speech import prepare_librispeech, prepare_speech_from_files
 from b2t_lib.data.speech_dataset import load_speech_split, speech_manifest
 from b2t_lib.data.speech_vocab import VocabularySizeError, train_sentencepiece
 from b2t_lib.data.synthetic_speech import WORDS, synthesize, write_synthetic_speech
+from conftest import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "data_scripts" / "prepare_librispeech.py"
-
-
-def _load_cli():
-    spec = importlib.util.spec_from_file_location("prepare_librispeech", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def spoken(words: list[str], seed: int, rate: int = 16000, channels: int = 1) -> np.ndarray:
@@ -167,7 +160,7 @@ def from_files(tmp_path_factory):
     lines = (raw / "test.tsv").read_text().splitlines()
     (raw / "test_other.tsv").write_text("\n".join(lines[:4]) + "\n")       # a second test split
     args = ["--from-files", str(raw), "--out-dir", str(out), "--vocab-size", "40", "--workers", "1"]
-    assert _load_cli().main(args) == 0
+    assert load_script(SCRIPT).main(args) == 0
     return {"raw": raw, "out": out, "args": args}
 
 
@@ -223,7 +216,7 @@ def test_prepared_split_batches_and_collation(from_files):
 def test_rerun_skips_and_repairs_damage(from_files, caplog):
     out, args = from_files["out"], from_files["args"]
     with caplog.at_level(logging.INFO, logger="b2t_lib.data"):
-        assert _load_cli().main(args) == 0
+        assert load_script(SCRIPT).main(args) == 0
     assert "up to date, nothing to do" in caplog.text
     damaged = out / "valid.fbank.npy"
     data = damaged.read_bytes()
@@ -232,7 +225,7 @@ def test_rerun_skips_and_repairs_damage(from_files, caplog):
         load_speech_split(out, "valid")
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="b2t_lib.data"):
-        assert _load_cli().main(args) == 0
+        assert load_script(SCRIPT).main(args) == 0
     assert "step features-valid: running" in caplog.text
     for step in ("features-train", "vocabulary", "targets-train", "targets-valid", "features-test"):
         assert f"step {step}: up to date, skipping" in caplog.text
@@ -266,7 +259,7 @@ def small_corpus(root: Path, *, train_rows=None, header="audio\ttext") -> Path:
 
 
 def run_cli(raw: Path, out: Path, capsys, vocab_size: int = 26) -> tuple[int, str]:
-    code = _load_cli().main(["--from-files", str(raw), "--out-dir", str(out), "--vocab-size", str(vocab_size),
+    code = load_script(SCRIPT).main(["--from-files", str(raw), "--out-dir", str(out), "--vocab-size", str(vocab_size),
                              "--workers", "1"])
     return code, capsys.readouterr().err
 
@@ -334,7 +327,7 @@ def test_vocabulary_size_errors_say_what_the_corpus_supports():
 
 
 def test_every_command_line_option_is_documented():
-    parser = _load_cli().build_parser()
+    parser = load_script(SCRIPT).build_parser()
     options = [a for a in parser._actions if a.option_strings and a.dest != "help"]
     assert {a.option_strings[0] for a in options} >= {"--from-files", "--splits", "--vocab-size", "--workers",
                                                       "--out-dir"}
@@ -392,3 +385,14 @@ def test_synthetic_test_sets_split_into_clean_and_a_noisier_other(tmp_path):
         scale = (x @ s) / (s @ s)
         return 10 * np.log10(np.sum((scale * s) ** 2) / np.sum((x - scale * s) ** 2))
     assert 55 < snr(quiet) < 65 and 1 < snr(noisy) < 5
+
+
+@pytest.mark.slow
+def test_the_speech_loader_gives_what_tasks_use(from_files):
+    """A speech split is a DecodableDataset of b2t_lib.data.protocol: frames as src_sizes, transcripts decoded."""
+    from b2t_lib.data.protocol import Dataset, DecodableDataset
+
+    test = load_speech_split(from_files["out"], "test")
+    assert isinstance(test, Dataset) and isinstance(test, DecodableDataset)
+    assert len(test.src_sizes) == len(test) == len(test.references())
+    assert {"id", "target", "ntokens"} <= set(test.collate(test.batches(100_000, shuffle=False)[0]))

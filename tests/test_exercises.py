@@ -15,18 +15,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from b2t_lib.exercises import EXERCISES, NOT_SOLVED, SOLVED, WRONG, CheckResult
+from conftest import load_script
 
 SOLUTIONS = Path(__file__).resolve().parents[1] / "notebooks" / "solutions"
 
 
-def load(chapter: str):
-    spec = importlib.util.spec_from_file_location(f"solutions_{chapter}", SOLUTIONS / f"{chapter}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-ch01, ch02, ch03, ch04, ch05 = (load(f"ch0{i}") for i in range(1, 6))
+ch01, ch02, ch03, ch04, ch05 = (load_script(SOLUTIONS / f"ch0{i}.py") for i in range(1, 6))
 
 
 def stub(*args):

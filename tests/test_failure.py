@@ -9,7 +9,8 @@ import pytest
 from b2t_lib.cli import EXIT_FAILED, main
 from b2t_lib.data.unigram import CACHE_NAME, cached_unigram_baseline, stored_unigram_baseline, unigram_cross_entropy
 from b2t_lib.paper_tables import (FailedRun, collect_results, render_table, row_from_result, section_of)
-from b2t_lib.presets import TASKS, preset
+from b2t_lib.presets import preset
+from b2t_lib.train.tasks import task_names
 from b2t_lib.scale import SCALES
 from b2t_lib.train import TrainConfig, Trainer, list_checkpoints, load_checkpoint, read_log
 from b2t_lib.train.failure import StallRule, failure_note, is_failed
@@ -54,7 +55,7 @@ def test_at_the_bar_or_non_finite_is_stalled_and_short_or_switched_off_runs_are_
 
 
 def test_the_options_come_from_every_preset_and_are_checked():
-    for task in TASKS:
+    for task in task_names():
         for scale in SCALES:
             values = preset(task, scale)
             assert values["stall_margin"] > 0 and values["stall_deadline"] >= values["warmup_updates"], (task, scale)

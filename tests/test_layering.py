@@ -1,8 +1,11 @@
 """The library's layering, read from its source: no import cycle (imports inside functions count), the
-diagnostics never reach the trainer, and the core modules know no baseline."""
+diagnostics never reach the trainer, plotting loads no trainer, the data knows no model config, the run
+orchestration sits above the training engine, and the core modules know no baseline."""
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import b2t_lib
@@ -20,13 +23,27 @@ def _modules() -> dict[str, Path]:
     return found
 
 
+def _runtime_nodes(tree: ast.AST):
+    """Every node of ``tree`` except those under ``if TYPE_CHECKING:`` (imports for annotations, never run)."""
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        yield node
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and getattr(child.test, "id", getattr(child.test, "attr", "")) == \
+                    "TYPE_CHECKING":
+                todo.extend(child.orelse)
+                continue
+            todo.append(child)
+
+
 def _import_graph() -> dict[str, set[str]]:
-    """module -> the library modules it imports, at the top or inside a function."""
+    """module -> the library modules it imports when it runs, at the top or inside a function."""
     modules = _modules()
     graph: dict[str, set[str]] = {name: set() for name in modules}
     for name, path in modules.items():
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        for node in _runtime_nodes(ast.parse(path.read_text(), str(path))):
             targets = []
             if isinstance(node, ast.Import):
                 targets = [alias.name for alias in node.names]
@@ -111,3 +128,51 @@ def test_computation_modules_do_not_import_plots():
     graph = _import_graph()
     for name in ("b2t_lib.trainability", "b2t_lib.train.trainer", "b2t_lib.diagnostics"):
         assert not {m for m in _reachable(graph, name) if m.startswith("b2t_lib.plots")}, name
+
+
+def test_plotting_loads_no_trainer():
+    """A heatmap of a stored trainability map needs no training engine (read from the source, and checked in a
+    fresh interpreter: ``b2t_lib.train`` imports its modules lazily)."""
+    graph = _import_graph()
+    for name in graph:
+        if name.startswith("b2t_lib.plots"):
+            reached = {m for m in _reachable(graph, name) if m.startswith(("b2t_lib.train.", "b2t_lib.runs"))}
+            assert not reached & {"b2t_lib.train.trainer", "b2t_lib.runs.launch"}, (name, sorted(reached))
+    code = "import sys, b2t_lib.plots, b2t_lib.plots.trainability; print('b2t_lib.train.trainer' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_data_knows_no_model_config():
+    """The data pipelines read the special tokens from their leaf module, never the model's configuration."""
+    graph = _import_graph()
+    for name in graph:
+        if name.startswith("b2t_lib.data"):
+            reached = _reachable(graph, name)
+            assert not reached & {"b2t_lib.config", "b2t_lib.model", "b2t_lib.train"}, (name, sorted(reached))
+            assert not {m for m in reached if m.startswith(("b2t_lib.train.", "b2t_lib.runs"))}, name
+
+
+def test_orchestration_sits_above_the_engine():
+    """The run orchestration (launch, queue, run states, progress, sweeps, cost) may use the training engine; the
+    engine never reaches the orchestration."""
+    graph = _import_graph()
+    assert "b2t_lib.train.options" in _reachable(graph, "b2t_lib.runs.launch")
+    for name in graph:
+        if name.startswith("b2t_lib.train"):
+            reached = {m for m in _reachable(graph, name) if m.startswith("b2t_lib.runs")}
+            assert not reached, (name, sorted(reached))
+
+
+def test_no_string_in_the_library_holds_a_control_character():
+    r"""A backslash in a non-raw docstring can turn LaTeX into control characters (``"\approx"`` starts with a BEL)."""
+    for path in ROOT.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                bad = {c for c in node.value if c in "\a\b\f\v" and not _deliberate(path, node)}
+                assert not bad, f"{path}:{node.lineno} holds {sorted(map(repr, bad))}: use a raw string"
+
+
+def _deliberate(path: Path, node: ast.Constant) -> bool:
+    """The whitespace table of the text normalizer lists \\v and \\f on purpose."""
+    return path.name == "text.py" and len(node.value) < 16

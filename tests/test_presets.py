@@ -1,11 +1,32 @@
-"""The presets carry the paper's Table 6 / Appendix C recipe, and every preset builds a valid model."""
+"""The presets carry the paper's Table 6 / Appendix C recipe, state only what differs from the fields' defaults, and
+every preset builds a valid model."""
+from dataclasses import MISSING
+
 import pytest
 
 from b2t_lib import EncoderDecoder, LanguageModel, ModelConfig
-from b2t_lib.presets import RECIPES, TASKS, preset, recipe
+from b2t_lib.presets import _PRESETS, RECIPES, preset, preset_tasks, recipe
 from b2t_lib.scale import SCALES
 from b2t_lib.train import TrainConfig
-from b2t_lib.train.options import option_names
+from b2t_lib.train.options import option_defaults, option_fields, option_names
+from b2t_lib.train.tasks import task_names
+
+TASKS = task_names()
+
+
+def test_the_task_list_is_the_task_registrys_and_every_task_has_a_preset_at_every_scale():
+    assert preset_tasks() == TASKS == ["mt", "summarization", "lm", "asr"]
+    assert set(_PRESETS) == {(task, scale) for task in TASKS for scale in SCALES}
+
+
+@pytest.mark.parametrize("task", TASKS)
+@pytest.mark.parametrize("scale", SCALES)
+def test_a_preset_states_only_what_differs_from_the_defaults(task, scale):
+    defaults = {f.name: f.default for f in option_fields() if f.default is not MISSING}
+    restated = {k: v for k, v in _PRESETS[(task, scale)].items() if k in defaults and defaults[k] == v}
+    assert not restated, f"the ({task}, {scale}) preset restates the defaults {restated}"
+    required = {f.name for f in option_fields() if f.default is MISSING}
+    assert required <= set(preset(task, scale)) | {"model"}, required - set(preset(task, scale))
 
 
 @pytest.mark.parametrize("task", TASKS)
@@ -15,6 +36,7 @@ def test_every_preset_names_only_options_and_gives_a_buildable_model(task, scale
     cfg = TrainConfig.from_preset(task, scale)
     assert cfg.task == task and cfg.scale == scale
     assert isinstance(cfg.model, ModelConfig)
+    assert cfg.model.variant == "b2t"                           # the one default variant, ModelConfig's
     for name, value in preset(task, scale).items():             # model options reach the ModelConfig
         if name in ModelConfig.__dataclass_fields__:
             assert getattr(cfg.model, name) == value, name
@@ -32,7 +54,7 @@ TABLE6 = {"mt": (512, 2048, 8, 1e-3, 4000, 50000, 3584), "summarization": (512, 
 
 @pytest.mark.parametrize("task", TASKS)
 def test_full_presets_are_table6(task):
-    p = preset(task, "full")
+    p = option_defaults(task, "full")
     got = (p["d_model"], p["d_ff"], p["n_heads"], p["lr"], p["warmup_updates"], p["max_update"], p["max_tokens"])
     assert got == TABLE6[task]
     assert (p["adam_beta1"], p["adam_beta2"], p["adam_eps"]) == (0.9, 0.98, 1e-8)

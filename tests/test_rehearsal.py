@@ -23,9 +23,10 @@ from pathlib import Path
 
 import pytest
 
-from b2t_lib.presets import REHEARSAL_SIZES, REHEARSAL_THREADS, TASKS, rehearsal_sizes
+from b2t_lib.presets import REHEARSAL_SIZES, REHEARSAL_THREADS, rehearsal_sizes
 from b2t_lib.scale import REHEARSAL_GPUS, ScaleError, cuda_devices, get_scale, rehearsal
 from b2t_lib.train import TrainConfig
+from b2t_lib.train.tasks import task_names
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -54,7 +55,7 @@ def test_the_switch_lets_small_and_full_run_on_a_cpu_and_refuses_a_bad_value(mon
         get_scale()
 
 
-@pytest.mark.parametrize("task", TASKS)
+@pytest.mark.parametrize("task", task_names())
 @pytest.mark.parametrize("scale", ["small", "full"])
 def test_a_rehearsal_preset_differs_from_the_real_one_only_in_the_shrink_rule(task, scale, monkeypatch):
     monkeypatch.delenv("B2T_REHEARSAL", raising=False)

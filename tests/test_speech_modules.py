@@ -1,4 +1,4 @@
-"""The speech front end (Conv1dSubsampler, SpeechInput) and SpecAugment (b2t_lib.speech)."""
+"""The speech front end (Conv1dSubsampler, SpeechInput) and SpecAugment (b2t_lib.speech_input)."""
 from __future__ import annotations
 
 import math
@@ -10,7 +10,7 @@ from b2t_lib.config import ModelConfig
 from b2t_lib.embedding import SinusoidalPositions
 from b2t_lib.generate import beam_search, greedy_search
 from b2t_lib.model import EncoderDecoder
-from b2t_lib.speech import (Conv1dSubsampler, SpecAugment, SpeechInput, SpeechSource, lengths_to_padding_mask,
+from b2t_lib.speech_input import (Conv1dSubsampler, SpecAugment, SpeechInput, SpeechSource, lengths_to_padding_mask,
                             subsampled_lengths)
 
 

@@ -12,9 +12,9 @@ from b2t_lib.special_tokens import EOS
 from b2t_lib.data.speech_dataset import load_speech_split, speech_manifest
 from b2t_lib.data.synthetic_speech import prepare_synthetic_asr
 from b2t_lib.generate import beam_search
-from b2t_lib.speech import SpecAugment, SpeechSource
+from b2t_lib.speech_input import SpecAugment, SpeechSource
 from b2t_lib.train import TrainConfig, Trainer, build_task, read_log
-from b2t_lib.wer import word_error_rate
+from b2t_lib.metrics import word_error_rate
 from ddp_check import train_in_two_processes_and_in_one
 
 pytestmark = pytest.mark.slow  # prepares audio and trains

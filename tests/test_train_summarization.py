@@ -10,7 +10,7 @@ from b2t_lib.cli import main
 from b2t_lib.data import load_translation_split, prepare_synthetic_mt, prepare_synthetic_summarization
 from b2t_lib.generate import beam_search
 from b2t_lib.metrics import corpus_rouge
-from b2t_lib.presets import preset
+from b2t_lib.train.options import option_defaults
 from b2t_lib.scale import SCALES
 from b2t_lib.train import (TrainConfig, Trainer, average_checkpoints, build_task, evaluate_run, list_checkpoints,
                            read_log)
@@ -69,7 +69,7 @@ def test_missing_data_says_how_to_prepare_gigaword(tmp_path):
 
 # ---------------------------------------------------------------- presets (fast)
 def test_full_preset_is_table6s_summarization_column():
-    p = preset("summarization", "full")
+    p = option_defaults("summarization", "full")
     got = (p["d_model"], p["d_ff"], p["n_heads"], p["lr"], p["warmup_updates"], p["max_update"], p["max_tokens"])
     assert got == (512, 2048, 8, 1e-3, 4000, 50000, 3584)
     assert (p["lr_scheduler"], p["adam_beta1"], p["adam_beta2"], p["label_smoothing"]) == \

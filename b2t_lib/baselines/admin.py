@@ -67,7 +67,7 @@ class AdminProfiler:
 
 
 class ShortcutWeights(nn.ParameterList):
-    """One layer's :math:`\omega_i` (one vector per sub-layer), and the stack's profiler while
+    r"""One layer's :math:`\omega_i` (one vector per sub-layer), and the stack's profiler while
     :meth:`Admin.prepare_for_training` runs (None otherwise)."""
 
     def __init__(self, d_model: int, sublayers: int):
@@ -100,7 +100,7 @@ class Admin(Variant):
         return x
 
     def prepare_for_training(self, model: nn.Module, run_forward) -> bool:
-        """The profiling pass: ``run_forward()`` in training mode, without gradients, sets every :math:`\omega`.
+        r"""The profiling pass: ``run_forward()`` in training mode, without gradients, sets every :math:`\omega`.
 
         Returns False (and does nothing) when the model was profiled before, e.g. on resume.
         """

@@ -6,10 +6,10 @@ decoding (Moses-detokenized for SacreBLEU, tokenized for ROUGE).
 """
 from .batching import BatchSizeError, token_batches
 from .bpe import BPE, learn_bpe, remove_bpe
-from .dataset import TranslationDataset, load_translation_split, test_split_names
+from .translation_dataset import TranslationDataset, load_translation_split, test_split_names
 from .dictionary import Dictionary
 from .gigaword import download_gigaword, extract_gigaword
-from .prepare import prepare_translation_data
+from .translation import prepare_translation_data
 from .summarization import HeadlineFileError, check_headline_files, prepare_summarization_data
 from .synthetic import SyntheticLanguagePair, generate_synthetic_pairs, prepare_synthetic_mt
 from .synthetic_headlines import HeadlineTask, generate_headline_pairs, prepare_synthetic_summarization

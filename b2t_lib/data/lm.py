@@ -36,15 +36,15 @@ from ..special_tokens import EOS, SPECIAL_TOKENS, UNK
 
 from .dictionary import Dictionary
 from .indexed import RaggedArray, token_dtype, write_ragged
-from . import steps
-from .steps import (StepRunner, clear_digest_cache, describe_file, file_digest, read_json,
+from .steps import (MANIFEST, DataFormat, StepRunner, clear_digest_cache, describe_file, file_digest, read_json,
                     write_json_atomic)
 from .unigram import unigram_cross_entropy, unigram_record  # noqa: F401  (the one computation, re-exported)
 
 log = logging.getLogger("b2t_lib.data")
 
-MANIFEST = "manifest.json"
 FORMAT = "b2t-lm-v1"
+LM_DATA = DataFormat(FORMAT, "language-modeling data set",
+                     "Run data_scripts/prepare_wikitext103.py, or prepare_synthetic_lm()/prepare_lm_data(),")
 PIPELINE_VERSION = 1          # bump when a step's output changes, so older data is rebuilt
 SPLITS = ("train", "valid", "test")
 WIKITEXT103 = ("Salesforce/wikitext", "wikitext-103-v1")
@@ -175,11 +175,6 @@ def split_files(out_dir: Path, split: str) -> list[Path]:
     return [out_dir / f"{split}.npy", out_dir / f"{split}.offsets.npy"]
 
 
-def manifest_problem(out_dir: Path, params: dict | None = None, *, check_digest: bool = True,
-                     only: list[str] | None = None) -> str | None:
-    """Why ``out_dir`` is not a finished LM data set for ``params`` (``None`` if it is)."""
-    return steps.manifest_problem(out_dir, MANIFEST, FORMAT, params, check_digest=check_digest, only=only)
-
 
 def check_vocabulary_size(vocab: dict, expected: int | None, source: str) -> None:
     """``vocab['word_types'] + 1`` (the end-of-line symbol) must equal ``expected`` (None: no check)."""
@@ -209,13 +204,10 @@ def prepare_lm_data(raw_dir: str | Path, out_dir: str | Path, *, min_count: int 
     raw = _check_raw_files(raw_dir)
     p = dict(min_count=min_count, padding_factor=padding_factor, pipeline_version=PIPELINE_VERSION,
              raw_digests={f"{s}.txt": file_digest(path) for s, path in raw.items()})
-    manifest = read_json(out_dir / MANIFEST)
-    if manifest_problem(out_dir, p) is None:
-        check_vocabulary_size(manifest["vocabulary"], expected_vocab, str(raw["train"]))
-        log.info("%s is up to date, nothing to do", out_dir)
+    runner = LM_DATA.start(out_dir, p)
+    if runner is None:
+        check_vocabulary_size(read_json(out_dir / MANIFEST)["vocabulary"], expected_vocab, str(raw["train"]))
         return out_dir
-    (out_dir / MANIFEST).unlink(missing_ok=True)
-    runner = StepRunner(out_dir, out_dir / "work")
     dict_path, vocab_path = out_dir / "dict.txt", out_dir / "work" / "vocabulary.json"
     runner.run("dictionary", {k: p[k] for k in ("min_count", "padding_factor", "pipeline_version")}, [raw["train"]],
                [dict_path, vocab_path], lambda outs: _build_dictionary(raw["train"], outs, min_count, padding_factor))

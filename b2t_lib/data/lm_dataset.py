@@ -31,20 +31,12 @@ from ..special_tokens import EOS, PAD
 from .batching import token_batches
 from .dictionary import Dictionary
 from .indexed import RaggedArray
-from .lm import MANIFEST, SPLITS, manifest_problem, split_files
-from .steps import clear_digest_cache, read_json
+from .lm import LM_DATA, split_files
 
 
 def lm_manifest(data_dir: str | Path) -> dict:
     """The manifest of a prepared LM data set (raises if preparation never finished)."""
-    data_dir = Path(data_dir)
-    manifest = read_json(data_dir / MANIFEST)
-    if manifest is None or not str(manifest.get("format", "")).startswith("b2t-lm"):
-        raise FileNotFoundError(
-            f"{data_dir} is not a prepared language-modeling data set (no readable {MANIFEST}): either it was never "
-            f"prepared or the preparation did not finish. Run data_scripts/prepare_wikitext103.py, or "
-            f"prepare_synthetic_lm()/prepare_lm_data(), into that folder")
-    return manifest
+    return LM_DATA.manifest(data_dir)
 
 
 def unigram_baseline(data_dir: str | Path, split: str = "valid") -> dict:
@@ -60,15 +52,8 @@ def load_lm_split(data_dir: str | Path, split: str, *, tokens_per_sample: int, c
     ``verify=False``); damaged data raises instead of being used.
     """
     data_dir = Path(data_dir)
-    lm_manifest(data_dir)
-    if split not in SPLITS:
-        raise KeyError(f"{data_dir} has no split {split!r}; it has: {', '.join(SPLITS)}")
-    clear_digest_cache()
-    needed = ["dict.txt"] + [p.name for p in split_files(data_dir, split)]
-    problem = manifest_problem(data_dir, check_digest=verify, only=needed)
-    if problem:
-        raise ValueError(f"{data_dir} is damaged: {problem}. Re-run the same preparation command; it detects "
-                         f"the damage and rebuilds what is needed")
+    LM_DATA.open_split(data_dir, split, lambda _: ["dict.txt"] + [p.name for p in split_files(data_dir, split)],
+                       verify=verify)
     lines = RaggedArray(*split_files(data_dir, split))
     return LMBlockDataset(lines.data, Dictionary.load(data_dir / "dict.txt"), tokens_per_sample,
                           context_window=context_window, split=split)

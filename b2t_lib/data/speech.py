@@ -49,15 +49,14 @@ from .indexed import RaggedAppender, RaggedArray, token_dtype, write_ragged
 from .speech_sources import (HUB_CONFIG, HUB_DATASET, HUB_SPLITS, Utterance, find_tsv_splits, iter_hub_split,
                              librispeech_sizes, read_tsv_split)
 from .speech_vocab import SpeechVocabulary, normalize_transcript, train_sentencepiece
-from . import steps
-from .steps import (StepRunner, clear_digest_cache, describe_file, file_digest, read_json,
-                    write_json_atomic)
+from .steps import MANIFEST, DataFormat, clear_digest_cache, describe_file, file_digest, read_json, write_json_atomic
 from .text import default_workers
 
 log = logging.getLogger("b2t_lib.data")
 
-MANIFEST = "manifest.json"
 FORMAT = "b2t-speech-v1"
+SPEECH_DATA = DataFormat(FORMAT, "speech data set",
+                         "Run data_scripts/prepare_librispeech.py (or prepare_speech_from_files())")
 PIPELINE_VERSION = 1     # bump when a step's algorithm changes its output
 SPM_MODEL = "spm.model"
 MIN_FRAMES = 5           # fairseq filter_manifest_df: min_n_frames
@@ -211,26 +210,16 @@ def _order_splits(splits: Iterable[str]) -> list[str]:
     return first + sorted(splits - set(first))
 
 
-def manifest_problem(out_dir: Path, params: dict | None = None, *, check_digest: bool = True,
-                     only: list[str] | None = None) -> str | None:
-    """Why ``out_dir`` is not a finished speech data set for ``params`` (``None`` if it is)."""
-    return steps.manifest_problem(out_dir, MANIFEST, FORMAT, params, check_digest=check_digest, only=only)
-
-
 def _prepare(out_dir: Path, parts: list[Part], source: dict, *, vocab_size: int, seed: int, workers: int | None,
              min_frames: int, max_train_frames: int, valid_splits: list[str], test_splits: list[str]) -> Path:
     if not any(p.is_train for p in parts):
         raise ValueError("no training part selected: the vocabulary is trained on the training transcripts")
     p = dict(source=source, parts={part.name: part.split for part in parts}, vocab_size=vocab_size, seed=seed,
              min_frames=min_frames, max_train_frames=max_train_frames, pipeline_version=PIPELINE_VERSION)
-    problem = manifest_problem(out_dir, p)
-    if problem is None:
-        log.info("%s is up to date, nothing to do", out_dir)
+    runner = SPEECH_DATA.start(out_dir, p)
+    if runner is None:
         return out_dir
-    log.info("preparing %s (%s)", out_dir, problem)
-    (out_dir / MANIFEST).unlink(missing_ok=True)
     workers = workers or default_workers()
-    runner = StepRunner(out_dir, out_dir / "work")
     reports = {part.name: out_dir / "work" / "reports" / f"{part.name}.json" for part in parts}
 
     for part in parts:

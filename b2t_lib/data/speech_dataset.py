@@ -25,21 +25,13 @@ from ..special_tokens import EOS, PAD
 from .audio import NUM_MEL_BINS, utterance_cmvn
 from .batching import token_batches
 from .indexed import RaggedArray
-from .speech import MANIFEST, SPM_MODEL, manifest_problem, part_files
+from .speech import SPEECH_DATA, SPM_MODEL, part_files
 from .speech_vocab import SpeechVocabulary
-from .steps import clear_digest_cache, read_json
 
 
 def speech_manifest(data_dir: str | Path) -> dict:
     """The ``manifest.json`` of a prepared speech data set (splits, parts, filter counts, vocabulary size)."""
-    data_dir = Path(data_dir)
-    manifest = read_json(data_dir / MANIFEST)
-    if manifest is None or manifest.get("format") != "b2t-speech-v1":
-        raise FileNotFoundError(
-            f"{data_dir} is not a prepared speech data set (no readable {MANIFEST}): either it was never "
-            f"prepared or the preparation did not finish. Run data_scripts/prepare_librispeech.py (or "
-            f"prepare_speech_from_files()) into that folder")
-    return manifest
+    return SPEECH_DATA.manifest(data_dir)
 
 
 def load_speech_split(data_dir: str | Path, split: str, *, verify: bool = True) -> "SpeechDataset":
@@ -49,17 +41,12 @@ def load_speech_split(data_dir: str | Path, split: str, *, verify: bool = True) 
     ``verify=False`` (about one second per GB; LibriSpeech's features are about 55 GB).
     """
     data_dir = Path(data_dir)
-    manifest = speech_manifest(data_dir)
-    if split not in manifest["splits"]:
-        raise KeyError(f"{data_dir} has no split {split!r}; it has: {', '.join(manifest['splits'])}")
-    needed = [SPM_MODEL] + [str(f.relative_to(data_dir)) for part in manifest["parts"][split]
-                            for f in part_files(data_dir, part).values()]
-    clear_digest_cache()
-    problem = manifest_problem(data_dir, check_digest=verify, only=needed)
-    if problem:
-        raise ValueError(f"{data_dir} is damaged: {problem}. Re-run the same preparation command; it detects "
-                         f"the damage and rebuilds what is needed")
-    return SpeechDataset(data_dir, split, manifest)
+
+    def needed(manifest: dict) -> list[str]:
+        return [SPM_MODEL] + [str(f.relative_to(data_dir)) for part in manifest["parts"][split]
+                              for f in part_files(data_dir, part).values()]
+
+    return SpeechDataset(data_dir, split, SPEECH_DATA.open_split(data_dir, split, needed, verify=verify))
 
 
 class _Parts:

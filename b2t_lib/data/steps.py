@@ -14,6 +14,13 @@ are the same, and every output still has the recorded size and digest. A truncat
 the size check, a file changed in place fails the digest check, a crash before step 3 leaves no
 record; in all three cases the step runs again (and so does every step after it, because its
 inputs' digests changed or its record is gone).
+
+Every pipeline (translation and headlines: :mod:`.translation`, language modeling: :mod:`.lm`, speech:
+:mod:`.speech`) and its loader share one skeleton, :class:`DataFormat`: a folder is *ready* when its
+``manifest.json`` (written last) names the format and the preparation's parameters and every file it lists
+has the recorded size and checksum. :meth:`DataFormat.start` returns nothing for a ready folder, or drops the
+manifest and hands out the :class:`StepRunner`; :meth:`DataFormat.open_split` checks a split's files before a
+loader reads them.
 """
 from __future__ import annotations
 
@@ -22,12 +29,15 @@ import fcntl
 import hashlib
 import logging
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
 from ..files import read_json, write_json_atomic  # noqa: F401  (re-exported for the pipelines)
 
 log = logging.getLogger("b2t_lib.data")
+
+MANIFEST = "manifest.json"     # every prepared data set's manifest: written last, its presence means "ready"
 
 _DIGEST_CACHE: dict[tuple, str] = {}
 
@@ -174,3 +184,65 @@ class StepRunner:
         }
         write_json_atomic(record_path, record)
         self.ran.append(name)
+
+
+@dataclass(frozen=True)
+class DataFormat:
+    """One kind of prepared data set: ``tag`` is its manifest's ``format``, ``kind`` what it is in messages
+    ("translation data set"), ``how_to_prepare`` what to run to make one."""
+
+    tag: str
+    kind: str
+    how_to_prepare: str
+
+    def problem(self, out_dir: Path, params: dict | None = None, *, check_digest: bool = True,
+                only: list[str] | None = None) -> str | None:
+        """Why ``out_dir`` is not a ready data set of this format prepared with ``params`` (``None`` if it is)."""
+        return manifest_problem(Path(out_dir), MANIFEST, self.tag, params, check_digest=check_digest, only=only)
+
+    def start(self, out_dir: Path, params: dict) -> StepRunner | None:
+        """Begin preparing ``out_dir`` with ``params``: ``None`` when it is ready already; otherwise its manifest
+        is removed (the folder is not ready until the last step writes a new one) and the runner of its steps
+        (records under ``out_dir/work``) is returned."""
+        problem = self.problem(out_dir, params)
+        if problem is None:
+            log.info("%s is up to date, nothing to do", out_dir)
+            return None
+        log.info("preparing %s (%s)", out_dir, problem)
+        (out_dir / MANIFEST).unlink(missing_ok=True)
+        return StepRunner(out_dir, out_dir / "work")
+
+    def manifest(self, data_dir: str | Path) -> dict:
+        """The manifest of the ready data set ``data_dir``; a FileNotFoundError that says how to make one."""
+        data_dir = Path(data_dir)
+        manifest = read_json(data_dir / MANIFEST)
+        if manifest is None or manifest.get("format") != self.tag:
+            raise FileNotFoundError(
+                f"{data_dir} is not a prepared {self.kind} (no readable {MANIFEST}): either it was never prepared "
+                f"or the preparation did not finish. {self.how_to_prepare} into that folder")
+        return manifest
+
+    def open_split(self, data_dir: str | Path, split: str, needed: Callable[[dict], list[str]], *,
+                   verify: bool = True) -> dict:
+        """The manifest of ``data_dir`` once ``split`` is one of its splits and the files ``needed(manifest)``
+        (paths relative to ``data_dir``) have their recorded sizes and, unless ``verify=False``, checksums
+        (about one second per GB). Damaged data raises instead of being read."""
+        data_dir = Path(data_dir)
+        manifest = self.manifest(data_dir)
+        if split not in manifest["splits"]:
+            raise KeyError(f"{data_dir} has no split {split!r}; it has: {', '.join(manifest['splits'])}")
+        clear_digest_cache()
+        problem = self.problem(data_dir, check_digest=verify, only=needed(manifest))
+        if problem:
+            raise ValueError(f"{data_dir} is damaged: {problem}. Re-run the same preparation command; it detects "
+                             f"the damage and rebuilds what is needed")
+        return manifest
+
+
+def parameter_defaults(function: Callable) -> dict:
+    """The default of every parameter of ``function`` that has one: the data scripts take their options' defaults
+    from the ``prepare_*`` function they call, so a default is decided once, in its signature."""
+    import inspect
+
+    return {name: p.default for name, p in inspect.signature(function).parameters.items()
+            if p.default is not inspect.Parameter.empty}

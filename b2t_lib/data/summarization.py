@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .prepare import prepare_translation_data
+from .translation import prepare_translation_data
 
 ARTICLE, HEADLINE = "article", "headline"   # file suffixes (the "languages" of the pair)
 MAX_REPORTED = 20                           # problems listed in one error message

@@ -297,7 +297,7 @@ def prepare_synthetic_mt(out_dir: str | Path, *, n_train: int = 30_000, n_valid:
     pseudo-words really are split into pieces. Returns ``out_dir``; a second call with the same
     arguments only checks the files.
     """
-    from .prepare import prepare_translation_data
+    from .translation import prepare_translation_data
     from .steps import StepRunner, clear_digest_cache
 
     out_dir = Path(out_dir)

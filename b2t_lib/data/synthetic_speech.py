@@ -95,7 +95,7 @@ RAMP_MS = 8.0            # raised-cosine fade in/out of every letter (no clicks)
 
 def _letter(spec: dict, *, seconds: float, f0: float, formant_scale: float, rate: int,
             rng: np.random.Generator) -> np.ndarray:
-    """One letter's samples (module docstring formula).
+    r"""One letter's samples (module docstring formula).
 
     Only components within :math:`4b` of a formant's path are summed (the others have gain below
     :math:`e^{-8} \approx 3 \cdot 10^{-4}`), which keeps a 2,000-utterance corpus at a few seconds.

@@ -29,11 +29,11 @@ from typing import Callable
 import numpy as np
 
 from ..files import write_json_atomic
-from .steps import file_digest, read_json
+from .steps import MANIFEST, file_digest, read_json
 
 log = logging.getLogger("b2t_lib.data")
 
-MANIFEST = "manifest.json"             # every pipeline's manifest has this name
+
 CACHE_NAME = "unigram_baseline.json"
 
 

@@ -143,7 +143,7 @@ def prepare_wmt14_en_de(out_dir: str | Path, *, raw_dir: str | Path | None = Non
     ``data_scripts/prepare_wmt14_en_de.py`` runs and what the translation task runs when its small or
     full data is missing. ``max_pairs`` keeps a seeded random subset of the training pairs (the small
     scale); the raw download goes to ``raw_dir`` (default ``out_dir/raw``). Restartable step by step."""
-    from .prepare import prepare_translation_data
+    from .translation import prepare_translation_data
 
     out_dir = Path(out_dir)
     if from_files is not None:

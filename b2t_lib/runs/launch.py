@@ -37,7 +37,6 @@ from pathlib import Path
 
 from ..files import read_json, write_json_atomic
 from ..presets import preset
-from ..scale import require_cuda
 from . import queue as q
 from .cost import describe, estimate_gpu_hours, format_hours
 from ..train.options import RESUMABLE_CHANGES, TrainConfig
@@ -173,8 +172,7 @@ def launch(runs: dict[str, TrainConfig], group: str, *, workers: int | None = No
     folder = group_dir(group)
     configs = {check_name(name, "the run name"): _resolve(cfg, folder / name) for name, cfg in runs.items()}
     for cfg in configs.values():      # small/full need a GPU unless the config asks for the CPU itself
-        if cfg.device != "cpu":
-            require_cuda(cfg.scale)
+        cfg.check_hardware()
     detached = detach if detach is not None else any(c.scale != "tiny" for c in configs.values())
     statuses = group_statuses(group, list(configs))
     _check_folders(statuses, configs, on_mismatch)

@@ -15,7 +15,7 @@ Evaluation is the recipe's too: the last 10 checkpoints averaged (the trainer), 
 penalty 1, and fairseq-generate's default length limit ``max_len_a=0, max_len_b=200`` (the S2T
 example passes neither; with ``src_len`` counted in frames, a text-style ``max_len_a`` would allow
 thousands of tokens). Hypotheses are decoded from SentencePiece pieces to lower-case words and
-scored with ``jiwer`` per split (:func:`b2t_lib.wer.word_error_rate`):
+scored with ``jiwer`` per split (:func:`b2t_lib.metrics.word_error_rate`):
 
 .. math:: \mathrm{WER} = 100 \cdot \frac{S + D + I}{N_{\text{reference words}}}
 
@@ -31,8 +31,8 @@ import numpy as np
 from torch import nn
 
 from ..model import EncoderDecoder
-from ..speech import SpeechSource
-from ..wer import wer_counts
+from ..speech_input import SpeechSource
+from ..metrics import wer_counts
 from .task import Task, register_task
 
 # The tiny scale's synthetic corpus (generated into --data when it is missing): utterances per split.
@@ -75,6 +75,13 @@ class SpeechRecognitionTask(Task):
     def __init__(self, cfg):
         super().__init__(cfg)
         self.manifest: dict = {}
+
+    @classmethod
+    def check_config(cls, cfg) -> None:
+        """Speech recognition reads audio features (the S2T front end)."""
+        if cfg.model.encoder_input != "speech":
+            raise ValueError(f"--task asr needs --encoder-input speech (got {cfg.model.encoder_input!r}): speech "
+                             f"recognition reads audio features")
 
     # ---------------------------------------------------------------- data
     data_kind = "speech data"

@@ -10,8 +10,9 @@ from __future__ import annotations
 import argparse
 
 from ..config import choices_of, flag
-from ..presets import RECIPES, TASKS
+from ..presets import RECIPES
 from ..scale import SCALES, get_scale
+from .tasks import task_names
 
 _TYPES = {"int": int, "float": float, "str": str}
 
@@ -45,7 +46,7 @@ def _value_parser(type_name: str):
 def _first_stage(argv: list[str], scale: str) -> argparse.Namespace:
     """Read only --task, --scale and --recipe, which decide every other default."""
     stage = argparse.ArgumentParser(add_help=False)
-    stage.add_argument("--task", default="mt", choices=TASKS)
+    stage.add_argument("--task", default="mt", choices=task_names())
     stage.add_argument("--scale", default=scale, choices=SCALES)
     stage.add_argument("--recipe", default="", choices=[""] + sorted(RECIPES))
     known, _ = stage.parse_known_args(argv)
@@ -78,21 +79,39 @@ def build_train_parser(task: str = "mt", scale: str = "tiny", recipe: str = "") 
         group = groups.get(f.metadata["group"])
         if group is None:
             group = groups[f.metadata["group"]] = parser.add_argument_group(f.metadata["group"])
-        kwargs = dict(dest=f.name, default=argparse.SUPPRESS, help=f.metadata["help"])
-        choices = choices_of(f)
-        if choices is not None:
-            kwargs["choices"] = choices
-        type_name = _type_name(f.type)
-        if type_name == "bool":
-            kwargs["action"] = argparse.BooleanOptionalAction
-        else:
-            kwargs["type"], metavar = _value_parser(type_name)
-            if choices is None:
-                kwargs["metavar"] = metavar
         # Show the preset's value without making it "given": SUPPRESS keeps explicit options apart.
-        kwargs["help"] += f" (default: {defaults[f.name]!r})"
-        group.add_argument(flag(f.name), **kwargs)
+        add_field_option(group, f, argparse.SUPPRESS, f"default: {defaults[f.name]!r}")
     return parser
+
+
+def add_field_option(parser, f, default, default_text: str) -> None:
+    """The option of the config field ``f`` on ``parser``: its flag, help text, choices and type from the field
+    (``--no-X`` for a bool), ``default`` as the parsed value when absent, ``default_text`` ending its help."""
+    kwargs = dict(dest=f.name, default=default, help=f"{f.metadata['help']} ({default_text})")
+    choices = choices_of(f)
+    if choices is not None:
+        kwargs["choices"] = choices
+    type_name = _type_name(f.type)
+    if type_name == "bool":
+        kwargs["action"] = argparse.BooleanOptionalAction
+    else:
+        kwargs["type"], metavar = _value_parser(type_name)
+        if choices is None:
+            kwargs["metavar"] = metavar
+    parser.add_argument(flag(f.name), **kwargs)
+
+
+def add_run_options(parser: argparse.ArgumentParser, names: tuple[str, ...], defaults: dict | None = None) -> None:
+    """Options of the training-option fields ``names`` for a command that reads a finished run (``evaluate``):
+    each unset (None) unless given, so the run's own value applies; ``defaults`` names those that have their own."""
+    from .options import option_fields
+
+    by_name, defaults = {f.name: f for f in option_fields()}, defaults or {}
+    for name in names:
+        if name in defaults:
+            add_field_option(parser, by_name[name], defaults[name], f"default: {defaults[name]}")
+        else:
+            add_field_option(parser, by_name[name], None, "default: the run's")
 
 
 def parse_train_args(argv: list[str]) -> tuple[argparse.ArgumentParser, dict]:

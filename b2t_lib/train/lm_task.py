@@ -46,8 +46,10 @@ class LanguageModelingTask(Task):
     metric = "ppl"
     higher_is_better = False
 
-    def __init__(self, cfg):
-        super().__init__(cfg)
+    @classmethod
+    def check_config(cls, cfg) -> None:
+        """A decoder-only model whose blocks fit a batch; the adaptive softmax without label smoothing."""
+        super().check_config(cfg)
         model = cfg.model
         if model.encoder_layers != 0:
             raise ValueError(f"--task lm trains a decoder-only model: set --encoder-layers 0 (got "

@@ -11,9 +11,9 @@ import logging
 from pathlib import Path
 
 import numpy as np
-import sacrebleu
 from torch import nn
 
+from ..metrics import corpus_bleu
 from ..model import EncoderDecoder
 from .task import Task, register_task
 
@@ -113,7 +113,7 @@ class TranslationTask(Task):
 
     def score(self, hypotheses: list[str], references: list[str]):
         """Case-sensitive SacreBLEU of detokenized output against the raw references (Table 1)."""
-        return round(sacrebleu.corpus_bleu(hypotheses, [references]).score, 2)
+        return corpus_bleu(hypotheses, references)
 
     def metrics(self, scores: dict) -> dict:
         """Table 1's layout: BLEU per test set and their average."""

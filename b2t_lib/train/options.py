@@ -21,10 +21,11 @@ import math
 from dataclasses import MISSING, dataclass, field, fields
 
 from ..config import ModelConfig, option
-from ..presets import RECIPES, TASKS, preset, recipe, rehearsal_sizes
-from ..scale import SCALES
+from ..presets import RECIPES, preset, recipe, rehearsal_sizes
+from ..scale import SCALES, ScaleError, require_cuda
 from ..variants import VARIANTS
 from .schedule import SCHEDULERS
+from .tasks import task_class, task_names
 
 AMP_CHOICES = ("auto", "fp32", "bf16", "fp16")
 DEVICE_CHOICES = ("auto", "cpu", "cuda")
@@ -40,10 +41,13 @@ def recipe_names() -> list[str]:
 
 @dataclass(kw_only=True)
 class TrainConfig:
-    """One training run. Fields without a default take theirs from the presets."""
+    """One training run.
+
+    A field's default is the paper's choice for every task and scale (Table 6 and the official commands); the
+    fields without one depend on the scale, and every preset states them (:mod:`b2t_lib.presets`)."""
 
     # ---- task and data
-    task: str = option(group=TASK, help="task to train", choices=TASKS)
+    task: str = option(group=TASK, help="task to train", choices=task_names)
     scale: str = option(group=TASK, help="preset scale the other defaults come from ($B2T_SCALE, else tiny)",
                         choices=SCALES)
     data: str = option(group=TASK, help="data directory (binarized by data_scripts/, or generated for the "
@@ -62,31 +66,31 @@ class TrainConfig:
     # ---- the model: every settable ModelConfig field is an option of its own (see option_fields)
     model: ModelConfig = field(metadata={"model": True})
     # ---- optimization
-    lr: float = option(group=OPTIM, help="peak learning rate")
-    lr_scheduler: str = option(group=OPTIM, help="learning-rate schedule", choices=SCHEDULERS)
+    lr: float = option(1e-3, group=OPTIM, help="peak learning rate")
+    lr_scheduler: str = option("inverse_sqrt", group=OPTIM, help="learning-rate schedule", choices=SCHEDULERS)
     warmup_updates: int = option(group=OPTIM, help="linear warmup updates (inverse_sqrt)")
-    warmup_init_lr: float = option(group=OPTIM, help="learning rate at the first warmup update")
-    decay_period: int = option(group=OPTIM, help="decay period P of inverse_sqrt_nowarmup")
-    adam_beta1: float = option(group=OPTIM, help="Adam beta1")
-    adam_beta2: float = option(group=OPTIM, help="Adam beta2")
-    adam_eps: float = option(group=OPTIM, help="Adam epsilon")
-    weight_decay: float = option(group=OPTIM, help="decoupled weight decay (fairseq's Adam)")
-    clip_norm: float = option(group=OPTIM, help="clip the global gradient norm to this value (0 = off)")
-    label_smoothing: float = option(group=OPTIM, help="label smoothing epsilon")
+    warmup_init_lr: float = option(1e-7, group=OPTIM, help="learning rate at the first warmup update")
+    decay_period: int = option(4000, group=OPTIM, help="decay period P of inverse_sqrt_nowarmup")
+    adam_beta1: float = option(0.9, group=OPTIM, help="Adam beta1")
+    adam_beta2: float = option(0.98, group=OPTIM, help="Adam beta2")
+    adam_eps: float = option(1e-8, group=OPTIM, help="Adam epsilon")
+    weight_decay: float = option(0.0, group=OPTIM, help="decoupled weight decay (fairseq's Adam)")
+    clip_norm: float = option(0.0, group=OPTIM, help="clip the global gradient norm to this value (0 = off)")
+    label_smoothing: float = option(0.1, group=OPTIM, help="label smoothing epsilon")
     max_update: int = option(group=OPTIM, help="stop after this many updates")
     # ---- batching
     max_tokens: int = option(group=BATCH, help="tokens per batch per process, padding included (--task asr: "
                              "feature frames, 100 per second of audio)")
-    update_freq: int = option(group=BATCH, help="accumulate gradients over this many batches per update")
-    tokens_per_update: int = option(group=BATCH, help="target tokens per update; sets update_freq from "
+    update_freq: int = option(1, group=BATCH, help="accumulate gradients over this many batches per update")
+    tokens_per_update: int = option(0, group=BATCH, help="target tokens per update; sets update_freq from "
                                     "max_tokens x processes (0 = use --update-freq)")
     # ---- runtime
-    seed: int = option(group=RUNTIME, help="random seed (model init, data order, dropout)")
-    device: str = option("auto", group=RUNTIME, help="device to train on", choices=DEVICE_CHOICES)
+    seed: int = option(1, group=RUNTIME, help="random seed (model init, data order, dropout)")
+    device: str = option("auto", group=RUNTIME, help="device to compute on", choices=DEVICE_CHOICES)
     amp: str = option("auto", group=RUNTIME, choices=AMP_CHOICES,
                       help="precision: auto = bf16 autocast on CUDA, fp32 on CPU; fp16 uses a gradient scaler")
     compile: bool = option(False, group=RUNTIME, help="wrap the model with torch.compile")
-    threads: int = option(group=RUNTIME, help="torch CPU threads (0 = torch's default)")
+    threads: int = option(0, group=RUNTIME, help="torch CPU threads (0 = torch's default)")
     progress_bar: bool = option(True, group=RUNTIME, help="show a tqdm progress bar")
     # ---- checkpoints and logs
     resume: bool = option(False, group=CKPT, help="continue exactly from the last checkpoint in --save-dir")
@@ -94,26 +98,26 @@ class TrainConfig:
                                 "always written at the end)")
     save_interval_epochs: int = option(0, group=CKPT, help="write a checkpoint at the end of every N-th "
                                        "epoch (0 = off), as fairseq does by default")
-    keep_last: int = option(group=CKPT, help="keep the last N numbered checkpoints (the best is kept too)")
+    keep_last: int = option(10, group=CKPT, help="keep the last N numbered checkpoints (the best is kept too)")
     log_interval: int = option(group=CKPT, help="append a line to log.jsonl every N updates")
     valid_interval: int = option(group=CKPT, help="compute the validation loss every N updates")
     # ---- training failed: diverged (the loss) or stalled (the validation NLL never left the plateau)
-    divergence_factor: float = option(group=FAILURE, help="diverged: stop when the smoothed loss stays above "
+    divergence_factor: float = option(1.5, group=FAILURE, help="diverged: stop when the smoothed loss stays above "
                                       "this multiple of its starting value ...")
-    divergence_patience: int = option(group=FAILURE, help="... for this many consecutive updates")
+    divergence_patience: int = option(200, group=FAILURE, help="... for this many consecutive updates")
     stall_margin: float = option(group=FAILURE, help="stalled: stop when the validation NLL is not this many "
                                  "bits below the data's unigram baseline ...")
     stall_deadline: int = option(group=FAILURE, help="... at the first validation at or after this update (a "
                                  "shorter run is not judged; 0 = no stall rule)")
     # ---- evaluation
-    beam: int = option(group=EVAL, help="beam size")
-    lenpen: float = option(group=EVAL, help="length penalty (newstest2014 and single-test-set tasks)")
-    lenpen_other: float = option(group=EVAL, help="length penalty for the other newstest years")
-    max_len_a: float = option(group=EVAL, help="generate at most a*src_len+b tokens, then EOS (src_len: the "
+    beam: int = option(5, group=EVAL, help="beam size")
+    lenpen: float = option(1.0, group=EVAL, help="length penalty (newstest2014 and single-test-set tasks)")
+    lenpen_other: float = option(1.0, group=EVAL, help="length penalty for the other newstest years")
+    max_len_a: float = option(0.0, group=EVAL, help="generate at most a*src_len+b tokens, then EOS (src_len: the "
                              "batch's padded source width, as fairseq): a")
-    max_len_b: int = option(group=EVAL, help="generate at most a*src_len+b tokens, then EOS: b")
+    max_len_b: int = option(200, group=EVAL, help="generate at most a*src_len+b tokens, then EOS: b")
     eval_batch_size: int = option(group=EVAL, help="sentences per generation batch")
-    average_last: int = option(group=EVAL, help="average the last N checkpoints before testing (1 = none)")
+    average_last: int = option(10, group=EVAL, help="average the last N checkpoints before testing (1 = none)")
     eval_at_end: bool = option(True, group=EVAL, help="evaluate the test sets when training ends")
     context_window: int = option(0, group=EVAL, help="lm: perplexity with this many earlier tokens of context "
                                  "in each evaluation block, not scored (fairseq eval_lm --context-window; each "
@@ -187,8 +191,8 @@ class TrainConfig:
         def bad(msg):
             raise ValueError(msg)
 
-        if self.task not in TASKS:
-            bad(f"unknown --task {self.task!r}; known tasks are: {', '.join(TASKS)}")
+        if self.task not in task_names():
+            bad(f"unknown --task {self.task!r}; known tasks are: {', '.join(task_names())}")
         if self.lr_scheduler not in SCHEDULERS:
             bad(f"unknown --lr-scheduler {self.lr_scheduler!r}; choose one of {', '.join(SCHEDULERS)}")
         if self.amp not in AMP_CHOICES:
@@ -226,11 +230,28 @@ class TrainConfig:
         if self.lr_scheduler == "inverse_sqrt" and "decay_period" in explicit:
             bad("--decay-period belongs to --lr-scheduler inverse_sqrt_nowarmup; drop it or "
                 "switch the scheduler")
-        if (self.task == "asr") != (self.model.encoder_input == "speech"):
-            bad(f"--task {self.task} needs --encoder-input {'speech' if self.task == 'asr' else 'tokens'} "
-                f"(got {self.model.encoder_input!r}): only speech recognition reads audio features")
-        if self.device == "cpu" and self.amp in ("bf16", "fp16"):
-            bad(f"--amp {self.amp} needs --device cuda; on CPU training runs in fp32 (--amp fp32)")
+        task_class(self.task).check_config(self)     # the shape of model and batch this task can train
+        if self.device == "cpu":
+            self.precision("cpu")
+
+    def precision(self, device_type: str) -> str:
+        """The arithmetic of a run on ``device_type``: ``--amp``, with ``auto`` = bf16 autocast on CUDA and fp32
+        elsewhere; bf16/fp16 asked for off CUDA are refused."""
+        amp = self.amp if self.amp != "auto" else ("bf16" if device_type == "cuda" else "fp32")
+        if amp in ("bf16", "fp16") and device_type != "cuda":
+            raise ValueError(f"--amp {amp} needs --device cuda; on {device_type} training runs in fp32 (--amp fp32)")
+        return amp
+
+    def check_hardware(self) -> None:
+        """``small`` and ``full`` need a CUDA GPU, unless the run asks for the CPU itself (``--device cpu``) or the
+        rehearsal is on (:func:`b2t_lib.scale.require_cuda`). The trainer and the launcher both refuse here."""
+        if self.device == "cpu":
+            return
+        try:
+            require_cuda(self.scale)
+        except ScaleError as err:
+            raise ScaleError(f"{err} To train this --scale {self.scale} run on the CPU anyway, pass --device cpu.") \
+                from None
 
     def update_freq_for(self, world_size: int) -> int:
         """Batches accumulated per update: from ``tokens_per_update`` when set, else ``update_freq``."""

@@ -20,16 +20,18 @@ from __future__ import annotations
 import logging
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 import torch
 from torch import nn
 
 from ..config import ModelConfig
+from ..data.protocol import DecodableDataset
 from ..loss import LossOutput, label_smoothed_nll_loss
 from ..model import forward_batch
-from .options import TrainConfig
+if TYPE_CHECKING:   # annotations only: the options read the task registry (TrainConfig.check)
+    from .options import TrainConfig
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +47,15 @@ class Task(ABC):
         self.cfg = cfg
         self.train_data = None      # set by load_datasets()
         self.valid_data = None
+
+    @classmethod
+    def check_config(cls, cfg: TrainConfig) -> None:
+        """Refuse a config whose model or batch this task cannot train (a ValueError that names the options);
+        :meth:`TrainConfig.check` calls it, so a launcher refuses such a run before it starts. Every task but
+        speech recognition reads tokens."""
+        if cfg.model.encoder_input != "tokens":
+            raise ValueError(f"--task {cls.name} needs --encoder-input tokens (got {cfg.model.encoder_input!r}): "
+                             f"only speech recognition reads audio features")
 
     # ---------------------------------------------------------------- data
     data_kind: str = "data"     # what the task reads, for messages ("translation data", ...)
@@ -139,9 +150,10 @@ class Task(ABC):
 
     # ---------------------------------------------------------------- decoding
     @torch.no_grad()
-    def decode(self, model: nn.Module, dataset, device: torch.device, source: Callable[[dict], object],
-               len_penalty: float) -> list[str]:
-        """The decoded text of every example of ``dataset``, in corpus order: batches of ``eval_batch_size``
+    def decode(self, model: nn.Module, dataset: DecodableDataset, device: torch.device,
+               source: Callable[[dict], object], len_penalty: float) -> list[str]:
+        """The decoded text of every example of ``dataset`` (:class:`~b2t_lib.data.protocol.DecodableDataset`: it
+        has ``src_sizes``, ``collate`` and ``decode``), in corpus order: batches of ``eval_batch_size``
         examples of similar source length, beam search (greedy when ``beam`` is 1) within the preset's length
         limits; ``source(batch)`` is the model's input for a collated batch (token ids, or speech features)."""
         from ..generate import beam_search, greedy_search

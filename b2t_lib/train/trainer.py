@@ -24,7 +24,6 @@ from torch.nn.parallel import DistributedDataParallel
 
 from ..files import write_json_atomic
 from ..model import forward_batch
-from ..scale import ScaleError, require_cuda
 from ..utils import seed_everything
 from . import records
 from .checkpoint import (average_checkpoints, capture_rng_state, check_compatible, holds_run, list_checkpoints,
@@ -46,20 +45,14 @@ class Trainer:
     """Build everything from a :class:`TrainConfig` and run :meth:`train`."""
 
     def __init__(self, cfg: TrainConfig, task: Task | None = None, env: DistEnv | None = None):
+        cfg.check()                   # also a config read from a file or built by hand
         self.cfg = cfg
         self.env = env or init_distributed(cfg.device)
         self.device = self.env.device
-        if self.device.type == "cpu" and cfg.device != "cpu":
-            try:
-                require_cuda(cfg.scale)   # small/full need a GPU (or the rehearsal, which trains them on the CPU)
-            except ScaleError as err:
-                raise ScaleError(f"{err} To train this --scale {cfg.scale} run on the CPU anyway, pass "
-                                 f"--device cpu.") from None
+        cfg.check_hardware()          # small/full need a GPU (or the rehearsal, which trains them on the CPU)
         if cfg.threads > 0:
             torch.set_num_threads(cfg.threads)
-        self.amp = cfg.amp if cfg.amp != "auto" else ("bf16" if self.device.type == "cuda" else "fp32")
-        if self.amp in ("bf16", "fp16") and self.device.type != "cuda":
-            raise ValueError(f"--amp {self.amp} needs a CUDA device; this run is on {self.device}")
+        self.amp = cfg.precision(self.device.type)
         self.save_dir = Path(cfg.save_dir)
         if holds_run(self.save_dir) and not cfg.resume:  # before any data is prepared
             raise FileExistsError(f"{self.save_dir} already holds checkpoints of a run; pass --resume "
@@ -248,80 +241,111 @@ class Trainer:
         return float(value[0])
 
     # ------------------------------------------------------------------ the loop
-    def _log(self, entry: dict) -> None:
-        if self.env.is_main:
-            records.append_log(self.save_dir, entry)
-
     def train(self) -> dict:
         """Train until ``max_update``, or until the run diverges or stalls (:mod:`.failure`); write and
         return the result record."""
         cfg, started = self.cfg, time.time()
         self._resume_or_start()
         self._wrap()
-        status, message, last_valid = COMPLETED, "", None
-        progress = self._progress()
-        window = dict.fromkeys(("loss", "nll", "ntokens"), 0.0)
+        status, message, valid_nll = COMPLETED, "", None
+        self._start_reports()
         try:
-            while self.num_updates < cfg.max_update:
-                batches = self.task.train_batches(self.epoch, self.env.rank, self.env.world_size)
-                n = all_reduce_min_int(len(batches), self.env)       # same number on every process
-                groups = [batches[i:i + self.update_freq] for i in range(0, n, self.update_freq)]
+            while status == COMPLETED and self.num_updates < cfg.max_update:
+                groups = self._epoch_updates()
                 for gi in range(self.group_offset, len(groups)):
-                    t0 = time.time()
-                    stats = self.train_step(groups[gi])
-                    self.train_seconds += time.time() - t0
-                    self.num_updates += 1
-                    self.group_offset = gi + 1
-                    self.train_tokens += int(stats["ntokens"])
-                    # With fp16 an overflowing gradient is routine (the scaler skips that step).
-                    gnorm = stats["gnorm"] if self.scaler is None else 0.0
-                    problem = self.monitor.update(self.num_updates, stats["loss"], gnorm)
-                    if problem:
-                        status, message = DIVERGED, problem
+                    stats = self._update(groups[gi], gi)                     # forward, backward, one step
+                    diverged = self._diverged(stats)
+                    if diverged:
+                        status, message = DIVERGED, diverged
                         break
-                    for key in ("loss", "nll"):
-                        window[key] += stats[key] * stats["ntokens"]
-                    window["ntokens"] += stats["ntokens"]
-                    tok_s = self.train_tokens / max(self.train_seconds, 1e-9)
-                    if progress is not None:
-                        progress.update(1)
-                        progress.set_postfix(loss=f"{stats['loss']:.3f}", lr=f"{stats['lr']:.2e}",
-                                             tok_s=f"{tok_s:.0f}")
-                    if self.num_updates % cfg.log_interval == 0:
-                        w = max(window["ntokens"], 1.0)
-                        self._log({"kind": "train", "update": self.num_updates, "epoch": self.epoch,
-                                   "loss": window["loss"] / w, "nll": window["nll"] / w,
-                                   "lr": stats["lr"], "gnorm": stats["gnorm"], "tokens_per_s": tok_s})
-                        window = dict.fromkeys(("loss", "nll", "ntokens"), 0.0)
+                    self._report(stats)                                      # progress bar, log.jsonl
                     done = self.num_updates >= cfg.max_update
-                    epoch_end = gi == len(groups) - 1 and cfg.save_interval_epochs > 0 and \
-                        (self.epoch + 1) % cfg.save_interval_epochs == 0
+                    epoch_end = self._epoch_end_checkpoint(gi, len(groups))
                     on_interval = cfg.save_interval > 0 and self.num_updates % cfg.save_interval == 0
-                    if self.num_updates % cfg.valid_interval == 0 or done or epoch_end or on_interval:
-                        last_valid = self.validate()
-                        self._log({"kind": "valid", "update": self.num_updates, "valid_nll": last_valid})
-                        stalled = self._judge_stall(last_valid)
+                    if done or epoch_end or on_interval or self.num_updates % cfg.valid_interval == 0:
+                        valid_nll = self._validate_and_log()
+                        stalled = self._judge_stall(valid_nll)               # "Training failed": the stall rule
                         if stalled:
                             status, message = STALLED, stalled
                     # A stalled run's weights are finite: keep them (to inspect, evaluate or resume).
                     if done or epoch_end or on_interval or status == STALLED:
-                        if epoch_end:  # the checkpoint holds the next epoch's start, as fairseq's do
-                            self.epoch, self.group_offset = self.epoch + 1, 0
-                        # Saving by epoch, the last mid-epoch state is checkpoint_last.pt only: the
-                        # numbered checkpoints, which decoding averages, are epoch ends (docs/methods.md §1.8).
-                        by_epoch_only = cfg.save_interval_epochs > 0 and cfg.save_interval == 0
-                        self.save(last_valid, numbered=epoch_end or on_interval or not by_epoch_only)
-                    if done or status == STALLED:
+                        self._checkpoint(valid_nll, epoch_end, on_interval)
+                    if done or status != COMPLETED:
                         break
-                if status != COMPLETED or self.num_updates >= cfg.max_update:
-                    break
-                if self.group_offset >= len(groups):  # the epoch ended without an epoch-end checkpoint
-                    self.epoch += 1
-                    self.group_offset = 0
+                if status == COMPLETED and self.num_updates < cfg.max_update and self.group_offset >= len(groups):
+                    self.epoch, self.group_offset = self.epoch + 1, 0   # the epoch ended without an epoch-end save
         finally:
-            if progress is not None:
-                progress.close()
+            self._end_reports()
         return self._finish(status, message, started)
+
+    def _epoch_updates(self) -> list[list[list[int]]]:
+        """This epoch's updates, each ``update_freq`` of this process's batches; every process gets as many."""
+        batches = self.task.train_batches(self.epoch, self.env.rank, self.env.world_size)
+        n = all_reduce_min_int(len(batches), self.env)
+        return [batches[i:i + self.update_freq] for i in range(0, n, self.update_freq)]
+
+    def _update(self, group: list[list[int]], index: int) -> dict:
+        """One update (:meth:`train_step`) and the counters a checkpoint stores: ``index`` is its place in the epoch."""
+        t0 = time.time()
+        stats = self.train_step(group)
+        self.train_seconds += time.time() - t0
+        self.num_updates += 1
+        self.group_offset = index + 1
+        self.train_tokens += int(stats["ntokens"])
+        return stats
+
+    def _diverged(self, stats: dict) -> str | None:
+        """The divergence rule (:class:`.divergence.DivergenceMonitor`) after an update: why the run diverged, or None."""
+        gnorm = stats["gnorm"] if self.scaler is None else 0.0   # with fp16 an overflowing gradient is routine
+        return self.monitor.update(self.num_updates, stats["loss"], gnorm)
+
+    def _epoch_end_checkpoint(self, index: int, n_updates: int) -> bool:
+        """Whether update ``index`` of ``n_updates`` ends an epoch that is saved (every ``save_interval_epochs``)."""
+        every = self.cfg.save_interval_epochs
+        return index == n_updates - 1 and every > 0 and (self.epoch + 1) % every == 0
+
+    def _validate_and_log(self) -> float:
+        valid_nll = self.validate()
+        self._log({"kind": "valid", "update": self.num_updates, "valid_nll": valid_nll})
+        return valid_nll
+
+    def _checkpoint(self, valid_nll: float, epoch_end: bool, on_interval: bool) -> None:
+        if epoch_end:  # the checkpoint holds the next epoch's start, as fairseq's do
+            self.epoch, self.group_offset = self.epoch + 1, 0
+        # Saving by epoch, the last mid-epoch state is checkpoint_last.pt only: the numbered checkpoints, which
+        # decoding averages, are epoch ends (docs/methods.md §1.8).
+        by_epoch_only = self.cfg.save_interval_epochs > 0 and self.cfg.save_interval == 0
+        self.save(valid_nll, numbered=epoch_end or on_interval or not by_epoch_only)
+
+    # ------------------------------------------------------------------ what a run reports as it goes
+    def _log(self, entry: dict) -> None:
+        if self.env.is_main:
+            records.append_log(self.save_dir, entry)
+
+    def _start_reports(self) -> None:
+        self._progress = self._progress_bar()
+        self._window = dict.fromkeys(("loss", "nll", "ntokens"), 0.0)   # token-weighted sums since the last log
+
+    def _report(self, stats: dict) -> None:
+        """The progress bar after every update; a ``train`` line in log.jsonl every ``log_interval`` updates
+        (loss and NLL averaged over the tokens since the previous line)."""
+        for key in ("loss", "nll"):
+            self._window[key] += stats[key] * stats["ntokens"]
+        self._window["ntokens"] += stats["ntokens"]
+        tok_s = self.train_tokens / max(self.train_seconds, 1e-9)
+        if self._progress is not None:
+            self._progress.update(1)
+            self._progress.set_postfix(loss=f"{stats['loss']:.3f}", lr=f"{stats['lr']:.2e}", tok_s=f"{tok_s:.0f}")
+        if self.num_updates % self.cfg.log_interval == 0:
+            w = max(self._window["ntokens"], 1.0)
+            self._log({"kind": "train", "update": self.num_updates, "epoch": self.epoch,
+                       "loss": self._window["loss"] / w, "nll": self._window["nll"] / w,
+                       "lr": stats["lr"], "gnorm": stats["gnorm"], "tokens_per_s": tok_s})
+            self._window = dict.fromkeys(("loss", "nll", "ntokens"), 0.0)
+
+    def _end_reports(self) -> None:
+        if self._progress is not None:
+            self._progress.close()
 
     def _judge_stall(self, valid_nll: float) -> str | None:
         """Apply the stall rule at a validation; log its verdict when it is given (once per run)."""
@@ -334,7 +358,7 @@ class Trainer:
                        **({"message": problem} if problem else {})})
         return problem
 
-    def _progress(self):
+    def _progress_bar(self):
         if not (self.cfg.progress_bar and self.env.is_main):
             return None
         from tqdm.auto import tqdm

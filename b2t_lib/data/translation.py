@@ -40,15 +40,16 @@ from .bpe import BPE, learn_bpe, load_codes, save_codes
 from .dictionary import Dictionary
 from .indexed import RaggedArray, token_dtype, write_ragged
 from ..files import write_json_atomic
-from . import steps
-from .steps import StepRunner, clear_digest_cache, describe_file, file_digest
+from .steps import MANIFEST, DataFormat, clear_digest_cache, describe_file, file_digest
 from .text import TOKENIZERS, clean_raw_line, default_workers, keep_pair, tokenize_pairs
 from .unigram import unigram_cross_entropy, unigram_record
 
 log = logging.getLogger("b2t_lib.data")
 
-MANIFEST = "manifest.json"
 FORMAT = "b2t-translation-v1"
+TRANSLATION_DATA = DataFormat(
+    FORMAT, "data set", "Run data_scripts/prepare_wmt14_en_de.py or data_scripts/prepare_gigaword.py, or "
+    "prepare_synthetic_mt()/prepare_synthetic_summarization(),")
 # Bump when a step's algorithm changes its output, so data prepared by older code is rebuilt.
 PIPELINE_VERSION = 2   # 2: own deterministic BPE learner (1 used HF tokenizers)
 PARALLEL_MIN_PAIRS = 100_000  # below this, starting worker processes costs more than it saves
@@ -171,12 +172,6 @@ def split_files(out_dir: Path, split: str, lang: str) -> list[Path]:
     return [Path(f"{stem}.npy"), Path(f"{stem}.offsets.npy"), Path(f"{stem}.raw.npy"), Path(f"{stem}.raw.offsets.npy")]
 
 
-def manifest_problem(out_dir: Path, params: dict | None = None, *, check_digest: bool = True,
-                     only: list[str] | None = None) -> str | None:
-    """Why ``out_dir`` is not a finished translation data set for ``params`` (``None`` if it is)."""
-    return steps.manifest_problem(out_dir, MANIFEST, FORMAT, params, check_digest=check_digest, only=only)
-
-
 def prepare_translation_data(raw_dir: str | Path, out_dir: str | Path, *, src_lang: str, tgt_lang: str,
                              bpe_vocab_size: int | None = None, max_pairs: int | None = None,
                              bpe_merges: int | None = None, bpe_min_frequency: int = 2, seed: int = 0,
@@ -216,16 +211,12 @@ def prepare_translation_data(raw_dir: str | Path, out_dir: str | Path, *, src_la
              padding_factor=padding_factor, splits=splits, pipeline_version=PIPELINE_VERSION,
              raw_digests={f"{s}.{lang}": file_digest(path) for s in splits for lang, path in zip(langs, raw[s])})
     p.update({k: v for k, v in dict(tokenizer=tokenizer).items() if v != _MT_DEFAULTS[k]})
-    problem = manifest_problem(out_dir, p)
-    if problem is None:
-        log.info("%s is up to date, nothing to do", out_dir)
+    runner = TRANSLATION_DATA.start(out_dir, p)
+    if runner is None:
         return out_dir
-    log.info("preparing %s (%s)", out_dir, problem)
-    (out_dir / MANIFEST).unlink(missing_ok=True)
     step_params = {k: v for k, v in p.items() if k not in ("raw_digests", "splits")}
     run_p = dict(step_params, workers=workers or default_workers(), tokenizer=tokenizer)
     work = out_dir / "work"
-    runner = StepRunner(out_dir, work)
     tok = {s: [work / "tok" / f"{s}.{lang}" for lang in langs] for s in splits}
     text = {s: [work / "text" / f"{s}.{lang}" for lang in langs] for s in splits}
     seg = {s: [work / "bpe" / f"{s}.{lang}" for lang in langs] for s in splits}

@@ -28,26 +28,14 @@ from .batching import token_batches
 from .bpe import BPE, remove_bpe
 from .dictionary import Dictionary
 from .indexed import RaggedArray
-from .prepare import MANIFEST, manifest_problem, split_files
-from .steps import clear_digest_cache, read_json
+from .translation import TRANSLATION_DATA, split_files
 from .text import moses_detokenize, tokenize_line
-
-
-def _manifest(data_dir: Path) -> dict:
-    manifest = read_json(data_dir / MANIFEST)
-    if manifest is None:
-        raise FileNotFoundError(
-            f"{data_dir} is not a prepared data set (no readable {MANIFEST}): either it was never "
-            f"prepared or the preparation did not finish. Run data_scripts/prepare_wmt14_en_de.py or "
-            f"data_scripts/prepare_gigaword.py, or prepare_synthetic_mt()/prepare_synthetic_summarization(), "
-            f"into that folder")
-    return manifest
 
 
 def test_split_names(data_dir: str | Path) -> list[str]:
     """Names of the test sets of a prepared data set (``['test']`` for the synthetic tasks and
     Gigaword, ``['newstest2010', ..., 'newstest2016']`` for WMT)."""
-    return list(_manifest(Path(data_dir))["test_splits"])
+    return list(TRANSLATION_DATA.manifest(data_dir)["test_splits"])
 
 
 test_split_names.__test__ = False   # its name starts with "test_": tell pytest it is not a test
@@ -60,18 +48,13 @@ def load_translation_split(data_dir: str | Path, split: str, *, verify: bool = T
     ``verify=False`` (about one second per GB). Damaged data raises instead of training on it.
     """
     data_dir = Path(data_dir)
-    manifest = _manifest(data_dir)
-    if split not in manifest["splits"]:
-        raise KeyError(f"{data_dir} has no split {split!r}; it has: {', '.join(manifest['splits'])}")
-    needed = ["dict.txt", "bpe.codes"] + [str(f.relative_to(data_dir)) for lang in
-                                          (manifest["src_lang"], manifest["tgt_lang"])
-                                          for f in split_files(data_dir, split, lang)]
-    clear_digest_cache()
-    problem = manifest_problem(data_dir, check_digest=verify, only=needed)
-    if problem:
-        raise ValueError(f"{data_dir} is damaged: {problem}. Re-run the same preparation command; it "
-                         f"detects the damage and rebuilds what is needed")
-    return TranslationDataset(data_dir, split, manifest)
+
+    def needed(manifest: dict) -> list[str]:
+        return ["dict.txt", "bpe.codes"] + [str(f.relative_to(data_dir)) for lang in
+                                            (manifest["src_lang"], manifest["tgt_lang"])
+                                            for f in split_files(data_dir, split, lang)]
+
+    return TranslationDataset(data_dir, split, TRANSLATION_DATA.open_split(data_dir, split, needed, verify=verify))
 
 
 class TranslationDataset:
