@@ -15,12 +15,13 @@ PORTABLE_ENV ?= OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 ATEN_CPU_CAPABILITY=default
 # data preparation is safe (each preparation step holds a file lock). JOBS="-n 0" runs everything in one process.
 JOBS ?= -n 2 --dist loadfile
 
-.PHONY: setup test test-portable unit-tests course rehearse gpu-check lab notebooks clean help
+.PHONY: setup lint format test test-portable unit-tests course rehearse gpu-check lab notebooks clean help
 
 help:
 	@echo "make course     run every notebook at the tiny scale (CPU, minutes); notebooks + figures under build/"
 	@echo "make course B2T_SCALE=small   (or full) the same notebooks train the paper's experiments on the GPUs, detached,"
 	@echo "                in runs/; a second call continues where the first stopped (finished runs are skipped)"
+	@echo "make lint       ruff: lint and formatting check of every Python file (make format rewrites them)"
 	@echo "make test       all tests (tests/) and strict nbval on every notebook, at the tiny scale"
 	@echo "make unit-tests the fast tests only (no training, no data pipeline; under a minute)"
 	@echo "make test-portable  strict nbval on every notebook again, in another numeric environment (1 thread,"
@@ -40,6 +41,15 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 setup: $(STAMP)
+
+# ruff's settings (rules, 120 columns, what is excluded) live in pyproject.toml.
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: $(STAMP)
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
 
 # Tests train in a fresh temporary runs folder (B2T_RUNS), removed afterwards: the launcher skips runs that a folder
 # already holds, so a test that reused runs/ would not train.

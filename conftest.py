@@ -7,6 +7,7 @@
   left in ``runs/`` (the launcher skips finished runs). ``make test`` sets its own; a direct ``pytest``
   call gets one here, removed when pytest exits.
 """
+
 import atexit
 import os
 import shutil

@@ -5,6 +5,7 @@ Public API::
     from b2t_lib import (ModelConfig, EncoderDecoder, LanguageModel, EncoderLayer, DecoderLayer,
                          VARIANTS, get_scale, seed_everything)
 """
+
 import logging
 
 from .config import ConfigError, ModelConfig
@@ -24,8 +25,28 @@ logging.getLogger("b2t_lib").addHandler(logging.NullHandler())
 __version__ = "0.1.0"
 
 __all__ = [
-    "BOS", "EOS", "PAD", "UNK", "ConfigError", "ModelConfig", "beam_search", "greedy_search",
-    "DecoderLayer", "EncoderLayer", "Decoder", "Encoder", "EncoderDecoder", "LanguageModel",
-    "SCALES", "ScaleError", "get_scale", "count_parameters", "seed_everything",
-    "VARIANTS", "StackInfo", "Variant", "get_variant", "register",
+    "BOS",
+    "EOS",
+    "PAD",
+    "UNK",
+    "ConfigError",
+    "ModelConfig",
+    "beam_search",
+    "greedy_search",
+    "DecoderLayer",
+    "EncoderLayer",
+    "Decoder",
+    "Encoder",
+    "EncoderDecoder",
+    "LanguageModel",
+    "SCALES",
+    "ScaleError",
+    "get_scale",
+    "count_parameters",
+    "seed_everything",
+    "VARIANTS",
+    "StackInfo",
+    "Variant",
+    "get_variant",
+    "register",
 ]

@@ -1,4 +1,5 @@
 """``python -m b2t_lib ...``: see :mod:`b2t_lib.cli`."""
+
 import sys
 
 from .cli import main

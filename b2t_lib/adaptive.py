@@ -41,6 +41,7 @@ tail :math:`i`'s log-softmax only for the tokens whose target lies in band :math
 :math:`(N, V)` matrix is never built. :meth:`AdaptiveSoftmax.log_prob` builds it for evaluation,
 tests and generation.
 """
+
 from __future__ import annotations
 
 import torch
@@ -59,19 +60,22 @@ def band_boundaries(vocab_size: int, cutoff: list[int] | tuple[int, ...]) -> lis
     bounds = [int(c) for c in cutoff]
     if not bounds or bounds[-1] != vocab_size:
         bounds.append(vocab_size)
-    if bounds[0] <= 0 or any(later <= earlier for earlier, later in zip(bounds, bounds[1:])) \
-            or bounds[-1] > vocab_size:
-        raise ConfigError(f"adaptive cutoffs {list(cutoff)} must increase strictly and lie in (0, {vocab_size}] "
-                          f"(the vocabulary size); e.g. 20000,60000 for WikiText-103, 200,1000 at tiny scale")
+    if bounds[0] <= 0 or any(later <= earlier for earlier, later in zip(bounds, bounds[1:])) or bounds[-1] > vocab_size:
+        raise ConfigError(
+            f"adaptive cutoffs {list(cutoff)} must increase strictly and lie in (0, {vocab_size}] "
+            f"(the vocabulary size); e.g. 20000,60000 for WikiText-103, 200,1000 at tiny scale"
+        )
     return bounds
 
 
 def band_dims(d_model: int, n_bands: int, factor: float) -> list[int]:
     """Band dimensions :math:`d_i = \\lfloor d / \\text{factor}^i \\rfloor`; each must be at least 1."""
-    dims = [int(d_model // (factor ** i)) for i in range(n_bands)]
+    dims = [int(d_model // (factor**i)) for i in range(n_bands)]
     if factor < 1 or dims[-1] < 1:
-        raise ConfigError(f"adaptive factor {factor} with {n_bands} bands gives band dimensions {dims} for "
-                          f"d_model={d_model}; use fewer cutoffs or a smaller factor")
+        raise ConfigError(
+            f"adaptive factor {factor} with {n_bands} bands gives band dimensions {dims} for "
+            f"d_model={d_model}; use fewer cutoffs or a smaller factor"
+        )
     return dims
 
 
@@ -99,10 +103,16 @@ class AdaptiveInput(nn.Module):
     fairseq (parameter names ``embeddings.{i}.0.weight`` and ``embeddings.{i}.1.weight``).
     """
 
-    def __init__(self, vocab_size: int, d_model: int, cutoff: list[int] | tuple[int, ...], factor: float = 4.0,
-                 pad_idx: int = PAD):
+    def __init__(
+        self,
+        vocab_size: int,
+        d_model: int,
+        cutoff: list[int] | tuple[int, ...],
+        factor: float = 4.0,
+        pad_idx: int = PAD,
+    ):
         super().__init__()
-        self.cutoff = band_boundaries(vocab_size, cutoff)            # [c_1, ..., c_K = V]
+        self.cutoff = band_boundaries(vocab_size, cutoff)  # [c_1, ..., c_K = V]
         if not 0 <= pad_idx < self.cutoff[0]:
             raise ConfigError(f"the padding id {pad_idx} must lie in the first band [0, {self.cutoff[0]})")
         self.num_embeddings, self.embedding_dim, self.padding_idx = vocab_size, d_model, pad_idx
@@ -111,10 +121,12 @@ class AdaptiveInput(nn.Module):
         starts = [0] + self.cutoff[:-1]
         self.embeddings = nn.ModuleList()
         for i, (start, end, dim) in enumerate(zip(starts, self.cutoff, self.dims)):
-            self.embeddings.append(nn.Sequential(
-                nn.Embedding(end - start, dim, padding_idx=pad_idx if i == 0 else None),  # E_i
-                nn.Linear(dim, d_model, bias=False),                                      # P_i
-            ))
+            self.embeddings.append(
+                nn.Sequential(
+                    nn.Embedding(end - start, dim, padding_idx=pad_idx if i == 0 else None),  # E_i
+                    nn.Linear(dim, d_model, bias=False),  # P_i
+                )
+            )
         with torch.no_grad():
             for band in self.embeddings:
                 embedding, projection = band
@@ -132,16 +144,16 @@ class AdaptiveInput(nn.Module):
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         """tokens (...) int64 -> (..., d_model), unscaled."""
-        flat = tokens.reshape(-1)                                      # (N,)
+        flat = tokens.reshape(-1)  # (N,)
         out = None
         start = 0
         for band, end in zip(self.embeddings, self.cutoff):
             # Every band runs, even when no token falls in it (an empty matmul), so that every
             # parameter takes part in every backward pass, as DistributedDataParallel requires.
-            rows = ((flat >= start) & (flat < end)).nonzero().squeeze(1)   # (n_i,)
-            vectors = band(flat.index_select(0, rows) - start)             # (n_i, d_model)
+            rows = ((flat >= start) & (flat < end)).nonzero().squeeze(1)  # (n_i,)
+            vectors = band(flat.index_select(0, rows) - start)  # (n_i, d_model)
             if out is None:
-                out = vectors.new_zeros(flat.shape[0], self.embedding_dim)   # (N, d_model)
+                out = vectors.new_zeros(flat.shape[0], self.embedding_dim)  # (N, d_model)
             out = out.index_copy(0, rows, vectors.to(out.dtype))
             start = end
         return out.view(*tokens.shape, self.embedding_dim)
@@ -157,18 +169,20 @@ class _TiedHead(nn.Module):
         super().__init__()
         n_words, emb_dim = band0_embedding.shape
         if emb_dim != d_model:
-            raise ConfigError(f"band 0 of the adaptive input has dimension {emb_dim}, the softmax input "
-                              f"{d_model}; they must agree to tie the head")
-        self.word_proj = TiedLinear(band0_embedding, transpose=False)        # h E_0^T
+            raise ConfigError(
+                f"band 0 of the adaptive input has dimension {emb_dim}, the softmax input "
+                f"{d_model}; they must agree to tie the head"
+            )
+        self.word_proj = TiedLinear(band0_embedding, transpose=False)  # h E_0^T
         self.class_proj = nn.Linear(d_model, n_clusters, bias=False) if n_clusters else None  # h C^T
         if self.class_proj is not None:
             nn.init.xavier_uniform_(self.class_proj.weight)
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
-        words = self.word_proj(h)                                          # (N, c_1)
+        words = self.word_proj(h)  # (N, c_1)
         if self.class_proj is None:
             return words
-        return torch.cat([words, self.class_proj(h).to(words.dtype)], dim=-1)   # (N, c_1 + K - 1)
+        return torch.cat([words, self.class_proj(h).to(words.dtype)], dim=-1)  # (N, c_1 + K - 1)
 
 
 class AdaptiveSoftmax(nn.Module):
@@ -187,21 +201,31 @@ class AdaptiveSoftmax(nn.Module):
       ``output_layer`` and generation work unchanged; generation passes the last position only.
     """
 
-    def __init__(self, vocab_size: int, d_model: int, cutoff: list[int] | tuple[int, ...], dropout: float = 0.0,
-                 factor: float = 4.0, adaptive_input: AdaptiveInput | None = None, tie_proj: bool = False,
-                 pad_idx: int = PAD):
+    def __init__(
+        self,
+        vocab_size: int,
+        d_model: int,
+        cutoff: list[int] | tuple[int, ...],
+        dropout: float = 0.0,
+        factor: float = 4.0,
+        adaptive_input: AdaptiveInput | None = None,
+        tie_proj: bool = False,
+        pad_idx: int = PAD,
+    ):
         super().__init__()
-        self.cutoff = band_boundaries(vocab_size, cutoff)          # [c_1, ..., c_K = V]
+        self.cutoff = band_boundaries(vocab_size, cutoff)  # [c_1, ..., c_K = V]
         self.vocab_size, self.d_model, self.factor, self.pad_idx = vocab_size, d_model, factor, pad_idx
         self.dropout = dropout
         n_tails = len(self.cutoff) - 1
-        self.head_size = self.cutoff[0] + n_tails                  # c_1 words + one logit per cluster
+        self.head_size = self.cutoff[0] + n_tails  # c_1 words + one logit per cluster
         dims = band_dims(d_model, len(self.cutoff), factor)
         if adaptive_input is not None:
             if adaptive_input.cutoff != self.cutoff or adaptive_input.dims != dims:
-                raise ConfigError(f"tied adaptive softmax and input need the same bands: input cutoff "
-                                  f"{adaptive_input.cutoff} dims {adaptive_input.dims}, softmax cutoff "
-                                  f"{self.cutoff} dims {dims}")
+                raise ConfigError(
+                    f"tied adaptive softmax and input need the same bands: input cutoff "
+                    f"{adaptive_input.cutoff} dims {adaptive_input.dims}, softmax cutoff "
+                    f"{self.cutoff} dims {dims}"
+                )
             self.head = _TiedHead(adaptive_input.weights_for_band(0)[0], d_model, n_tails)
         else:
             if tie_proj:
@@ -212,7 +236,7 @@ class AdaptiveSoftmax(nn.Module):
         for i in range(n_tails):
             band = i + 1
             if adaptive_input is not None and tie_proj:
-                proj = TiedLinear(adaptive_input.weights_for_band(band)[1], transpose=True)   # h P_i: d -> d_i
+                proj = TiedLinear(adaptive_input.weights_for_band(band)[1], transpose=True)  # h P_i: d -> d_i
             else:
                 proj = nn.Linear(d_model, dims[band], bias=False)
                 nn.init.xavier_uniform_(proj.weight)
@@ -242,26 +266,27 @@ class AdaptiveSoftmax(nn.Module):
         in band ``i`` (fairseq's ``adaptive_loss`` does the same). Padding targets give their
         head value; mask them yourself or use :meth:`loss`.
         """
-        h = self._features(hidden)                                   # (N, d)
-        y = target.reshape(-1)                                       # (N,)
+        h = self._features(hidden)  # (N, d)
+        y = target.reshape(-1)  # (N,)
         if y.shape[0] != h.shape[0]:
             raise ValueError(f"{h.shape[0]} hidden states but {y.shape[0]} targets")
-        head = F.log_softmax(self.head(h).float(), dim=-1)           # (N, c_1 + K - 1)
+        head = F.log_softmax(self.head(h).float(), dim=-1)  # (N, c_1 + K - 1)
         # Position of each target in the head: the word itself (band 0) or its band's cluster.
-        band = torch.bucketize(y, torch.tensor(self.cutoff, device=y.device), right=True)   # (N,) 0..K-1
+        band = torch.bucketize(y, torch.tensor(self.cutoff, device=y.device), right=True)  # (N,) 0..K-1
         head_index = torch.where(band == 0, y, self.cutoff[0] + band - 1)
-        out = head.gather(1, head_index.unsqueeze(1)).squeeze(1)     # (N,)
+        out = head.gather(1, head_index.unsqueeze(1)).squeeze(1)  # (N,)
         for i in range(len(self.tail)):
             start = self.cutoff[i]
             # Runs even with no row (an empty matmul) so every parameter is used (DDP).
-            rows = band.eq(i + 1).nonzero().squeeze(1)               # (n_i,)
+            rows = band.eq(i + 1).nonzero().squeeze(1)  # (n_i,)
             tail = self._tail_log_probs(i, h.index_select(0, rows))  # (n_i, c_{i+1} - c_i)
-            word = (y.index_select(0, rows) - start).unsqueeze(1)    # (n_i, 1)
+            word = (y.index_select(0, rows) - start).unsqueeze(1)  # (n_i, 1)
             out = out.index_add(0, rows, tail.gather(1, word).squeeze(1))
         return out.view(target.shape)
 
-    def loss(self, hidden: torch.Tensor, target: torch.Tensor, ignore_index: int | None = None
-             ) -> tuple[torch.Tensor, torch.Tensor]:
+    def loss(
+        self, hidden: torch.Tensor, target: torch.Tensor, ignore_index: int | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Training loss: ``(sum of -log p(y_t) over non-padding targets, their number)``.
 
         No label smoothing (fairseq's ``adaptive_loss`` has none). Differs from fairseq in one
@@ -270,7 +295,7 @@ class AdaptiveSoftmax(nn.Module):
         never contributes loss; here padding is masked on the original target ids only.
         """
         pad = self.pad_idx if ignore_index is None else ignore_index
-        log_p = self.target_log_prob(hidden, target)                 # (...)
+        log_p = self.target_log_prob(hidden, target)  # (...)
         keep = target.ne(pad)
         return -(log_p.masked_fill(~keep, 0.0).sum()), keep.sum()
 
@@ -282,12 +307,12 @@ class AdaptiveSoftmax(nn.Module):
         :math:`i`. Memory is :math:`N V` floats: pass only the positions you need (generation:
         the last one; perplexity: use :meth:`target_log_prob`).
         """
-        h = self._features(hidden)                                   # (N, d)
-        head = F.log_softmax(self.head(h).float(), dim=-1)           # (N, c_1 + K - 1)
-        pieces = [head[:, : self.cutoff[0]]]                         # band 0 words
+        h = self._features(hidden)  # (N, d)
+        head = F.log_softmax(self.head(h).float(), dim=-1)  # (N, c_1 + K - 1)
+        pieces = [head[:, : self.cutoff[0]]]  # band 0 words
         for i in range(len(self.tail)):
-            cluster = head[:, self.cutoff[0] + i].unsqueeze(1)       # (N, 1) log p(cluster i)
-            pieces.append(cluster + self._tail_log_probs(i, h))      # (N, c_{i+1} - c_i)
+            cluster = head[:, self.cutoff[0] + i].unsqueeze(1)  # (N, 1) log p(cluster i)
+            pieces.append(cluster + self._tail_log_probs(i, h))  # (N, c_{i+1} - c_i)
         return torch.cat(pieces, dim=1).view(*hidden.shape[:-1], self.vocab_size)
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:

@@ -4,7 +4,8 @@ For each head :math:`h` with queries :math:`Q_h = x W^Q_h`, keys :math:`K_h = m 
 :math:`V_h = m W^V_h` (``m = x`` for self-attention, the encoder output for cross-attention):
 
 .. math::
-    \mathrm{Attn}(x, m) = \mathrm{concat}_h\Big(\mathrm{softmax}\big(\tfrac{Q_h K_h^\top}{\sqrt{d_{head}}} + M\big) V_h\Big) W^O
+    \mathrm{Attn}(x, m) = \mathrm{concat}_h\Big(\mathrm{softmax}\big(\tfrac{Q_h K_h^\top}{\sqrt{d_{head}}} + M\big)
+    V_h\Big) W^O
 
 with :math:`M` the additive mask (``-inf`` at padding keys and, for causal attention, at future keys).
 
@@ -22,6 +23,7 @@ Two extras:
 ``forward`` returns ``(output, None)``, the shape of fairseq's ``(attn, attn_weights)`` with
 ``need_weights=False``.
 """
+
 from __future__ import annotations
 
 import math
@@ -107,8 +109,16 @@ class MultiheadAttention(nn.Module):
         context = context.transpose(1, 2).reshape(batch, tgt_time, self.d_model)  # (batch, tgt_time, d_model)
         return self.out_proj(context), None
 
-    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
-               causal: bool, dropout_p: float, state: dict | None) -> torch.Tensor:
+    def attend(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        mask: torch.Tensor | None,
+        causal: bool,
+        dropout_p: float,
+        state: dict | None,
+    ) -> torch.Tensor:
         r""":math:`\mathrm{softmax}(QK^\top/\sqrt{d_{head}} + M)\,V` per head with the fused kernel.
 
         q (batch, heads, tgt_time, d_head), k and v (batch, heads, src_time, d_head); ``mask``
@@ -119,8 +129,9 @@ class MultiheadAttention(nn.Module):
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=causal)
 
 
-def attention_mask(key_padding_mask: torch.Tensor, tgt_time: int, src_time: int, causal: bool,
-                   own_key: bool) -> torch.Tensor:
+def attention_mask(
+    key_padding_mask: torch.Tensor, tgt_time: int, src_time: int, causal: bool, own_key: bool
+) -> torch.Tensor:
     """(batch, 1, tgt_time, src_time) boolean mask, True where a query may attend: not at padding keys,
     not at future keys when ``causal``. With ``own_key`` (decoder self-attention) every query also sees
     its own key, which changes nothing for a real position but gives a padding query (left padding,

@@ -14,6 +14,7 @@ checks it. Where the check runs decides what a failing claim means:
 Invariants that hold at every scale (a table has its sections, a run used the stored baseline) stay plain
 ``assert`` statements.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -27,10 +28,10 @@ class ClaimFailed(AssertionError):
 
 @dataclass(frozen=True)
 class Claim:
-    statement: str      # what the runs should show, in words
+    statement: str  # what the runs should show, in words
     holds: bool
     scale: str
-    detail: str         # the measured values, for the message
+    detail: str  # the measured values, for the message
 
 
 _CLAIMS: list[Claim] = []

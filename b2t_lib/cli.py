@@ -17,6 +17,7 @@ status and ``result.json`` say "stalled" or "diverged". Messages
 of the library (resume notices, failed runs) go to stderr through :mod:`logging`; the final result
 is printed to stdout as JSON.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,11 +29,12 @@ from pathlib import Path
 
 from .presets import RECIPES
 from .scale import SCALES, ScaleError, get_scale
+
 # The train command's parser lives with the trainer (the launcher builds run commands with it too).
 from .train.command import add_run_options, build_train_parser, config_from_args, parse_train_args  # noqa: F401
-from .train.tasks import task_names
+from .train.registry import task_names
 
-EXIT_FAILED = 3          # the run diverged or stalled ("Training failed")
+EXIT_FAILED = 3  # the run diverged or stalled ("Training failed")
 _logger = logging.getLogger("b2t_lib")
 
 
@@ -65,10 +67,13 @@ def _config_file(argv: list[str]) -> tuple[argparse.ArgumentParser, object] | No
         return None
     from .train.options import TrainConfig
 
-    parser = argparse.ArgumentParser(prog="python -m b2t_lib train", allow_abbrev=False,
-                                     description="Train the run described by a JSON config (TrainConfig.to_dict).")
+    parser = argparse.ArgumentParser(
+        prog="python -m b2t_lib train",
+        allow_abbrev=False,
+        description="Train the run described by a JSON config (TrainConfig.to_dict).",
+    )
     parser.add_argument("--config", required=True, help="a JSON file with every option, as result.json's config")
-    args = parser.parse_args(argv)          # any other option is refused: the file holds them all
+    args = parser.parse_args(argv)  # any other option is refused: the file holds them all
     try:
         values = json.loads(Path(args.config).read_text(encoding="utf-8"))
         return parser, TrainConfig.from_dict(values)
@@ -103,6 +108,7 @@ def cmd_train(argv: list[str]) -> int:
         print(json.dumps(printed, indent=1))
     from .train.distributed import destroy
     from .train.failure import is_failed
+
     destroy(trainer.env)
     # Under torchrun a failed run is a result, not a crashed worker: exit 0 (see the module docstring).
     return EXIT_FAILED if is_failed(record["status"]) and not trainer.env.enabled else 0
@@ -111,13 +117,16 @@ def cmd_train(argv: list[str]) -> int:
 def cmd_evaluate(argv: list[str]) -> int:
     from .train.evaluate import EVAL_OPTIONS, evaluate_run
 
-    parser = argparse.ArgumentParser(prog="python -m b2t_lib evaluate", allow_abbrev=False,
-                                     description="Test a trained run: average its last N checkpoints and "
-                                                 "compute the task's metric (BLEU for MT, ROUGE for "
-                                                 "summarization, perplexity for the LM, WER for ASR).")
+    parser = argparse.ArgumentParser(
+        prog="python -m b2t_lib evaluate",
+        allow_abbrev=False,
+        description="Test a trained run: average its last N checkpoints and "
+        "compute the task's metric (BLEU for MT, ROUGE for "
+        "summarization, perplexity for the LM, WER for ASR).",
+    )
     parser.add_argument("--save-dir", required=True, help="the run's directory")
     parser.add_argument("--checkpoint", help="evaluate this one checkpoint file instead (no averaging)")
-    add_run_options(parser, ("device",) + EVAL_OPTIONS, defaults={"device": "auto"})   # what evaluation may change
+    add_run_options(parser, ("device",) + EVAL_OPTIONS, defaults={"device": "auto"})  # what evaluation may change
     args = vars(parser.parse_args(argv))
     if args["checkpoint"] and args["average_last"]:
         parser.error("--checkpoint evaluates one file; --average-last averages numbered checkpoints; give one")
@@ -133,13 +142,19 @@ def cmd_evaluate(argv: list[str]) -> int:
 def cmd_table(argv: list[str]) -> int:
     from .paper_tables import collect_results, render_table
 
-    parser = argparse.ArgumentParser(prog="python -m b2t_lib table", allow_abbrev=False,
-                                     description="Print a paper table with our results beside it. Runs that "
-                                                 "stalled or diverged print as \"Training failed\", the kind "
-                                                 "and its numbers in a footnote.")
-    parser.add_argument("--table", type=int, default=1,
-                        help="paper table number (MT: 1, 2, 8; summarization: 3, 9; LM: 4; ASR: 5); runs of "
-                             "other tasks are left out")
+    parser = argparse.ArgumentParser(
+        prog="python -m b2t_lib table",
+        allow_abbrev=False,
+        description="Print a paper table with our results beside it. Runs that "
+        'stalled or diverged print as "Training failed", the kind '
+        "and its numbers in a footnote.",
+    )
+    parser.add_argument(
+        "--table",
+        type=int,
+        default=1,
+        help="paper table number (MT: 1, 2, 8; summarization: 3, 9; LM: 4; ASR: 5); runs of other tasks are left out",
+    )
     parser.add_argument("results", nargs="*", help="run directories or result.json files (globs allowed)")
     args = parser.parse_args(argv)
     paths = [p for pattern in args.results for p in (glob.glob(pattern) or [pattern])]
@@ -151,13 +166,17 @@ def cmd_table(argv: list[str]) -> int:
 
 
 def cmd_preset(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m b2t_lib preset", allow_abbrev=False,
-                                     description="Print the training options of a preset as JSON.")
+    parser = argparse.ArgumentParser(
+        prog="python -m b2t_lib preset",
+        allow_abbrev=False,
+        description="Print the training options of a preset as JSON.",
+    )
     parser.add_argument("--task", default="mt", choices=task_names())
     parser.add_argument("--scale", default=get_scale(require_hardware=False), choices=SCALES)
     parser.add_argument("--recipe", default="", choices=[""] + sorted(RECIPES))
     args = parser.parse_args(argv)
     from .train.options import TrainConfig
+
     try:
         cfg = TrainConfig.from_preset(args.task, args.scale, args.recipe or None)
     except ValueError as err:
@@ -170,8 +189,7 @@ def _number_list(text: str, kind):
     try:
         return [kind(x) for x in text.split(",") if x.strip()]
     except ValueError as error:
-        raise argparse.ArgumentTypeError(
-            f"expected a comma-separated list of {kind.__name__}, got {text!r}") from error
+        raise argparse.ArgumentTypeError(f"expected a comma-separated list of {kind.__name__}, got {text!r}") from error
 
 
 def _option(text: str) -> tuple[str, object]:
@@ -186,32 +204,55 @@ def _option(text: str) -> tuple[str, object]:
 
 def build_trainability_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m b2t_lib trainability", allow_abbrev=False,
+        prog="python -m b2t_lib trainability",
+        allow_abbrev=False,
         description="Train each variant across depths and peak learning rates; record each cell's status "
-                    "(completed / stalled / diverged, the trainer's; a cell is judged by the stall rule at its "
-                    "end) as JSON (resumable), and optionally draw the heatmap.")
-    parser.add_argument("--variants", type=lambda s: _number_list(s, str), default=["post_ln", "pre_ln", "b2t"],
-                        help="comma-separated variant names (default: post_ln,pre_ln,b2t; 'all' for every one)")
-    parser.add_argument("--depths", type=lambda s: _number_list(s, int), default=[6, 12, 18],
-                        help="comma-separated depths N (N encoder and N decoder layers)")
-    parser.add_argument("--lrs", type=lambda s: _number_list(s, float), default=[5e-4, 1e-3, 2e-3],
-                        help="comma-separated peak learning rates")
+        "(completed / stalled / diverged, the trainer's; a cell is judged by the stall rule at its "
+        "end) as JSON (resumable), and optionally draw the heatmap.",
+    )
+    parser.add_argument(
+        "--variants",
+        type=lambda s: _number_list(s, str),
+        default=["post_ln", "pre_ln", "b2t"],
+        help="comma-separated variant names (default: post_ln,pre_ln,b2t; 'all' for every one)",
+    )
+    parser.add_argument(
+        "--depths",
+        type=lambda s: _number_list(s, int),
+        default=[6, 12, 18],
+        help="comma-separated depths N (N encoder and N decoder layers)",
+    )
+    parser.add_argument(
+        "--lrs",
+        type=lambda s: _number_list(s, float),
+        default=[5e-4, 1e-3, 2e-3],
+        help="comma-separated peak learning rates",
+    )
     parser.add_argument("--max-update", type=int, default=200, help="updates per cell")
     parser.add_argument("--task", default="mt", choices=["mt"], help="task preset (the map is defined for mt)")
     parser.add_argument("--scale", default=None, help="preset scale (default: $B2T_SCALE or tiny)")
     parser.add_argument("--out", required=True, help="the JSON file (resumed when it exists)")
     parser.add_argument("--work-dir", default=None, help="where runs go (default: a temporary folder)")
     parser.add_argument("--keep-runs", action="store_true", help="keep each cell's checkpoints and logs")
-    parser.add_argument("--option", type=_option, action="append", default=[], metavar="KEY=VALUE",
-                        help="a training option for every cell, e.g. --option d_model=32 --option device=cuda")
+    parser.add_argument(
+        "--option",
+        type=_option,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a training option for every cell, e.g. --option d_model=32 --option device=cuda",
+    )
     parser.add_argument("--figure", default=None, help="also save the heatmap to this PNG file")
     return parser
 
 
 def _print_cell(cell: dict) -> None:
     nll = "-" if cell["valid_nll"] is None else f"{cell['valid_nll']:.3f}"
-    print(f"{cell['variant']:>10} {cell['layers']:>3}L lr {cell['lr']:<8g} {cell['status']:<9} valid nll {nll}"
-          f"  ({cell['seconds']:.0f} s)", flush=True)
+    print(
+        f"{cell['variant']:>10} {cell['layers']:>3}L lr {cell['lr']:<8g} {cell['status']:<9} valid nll {nll}"
+        f"  ({cell['seconds']:.0f} s)",
+        flush=True,
+    )
 
 
 def cmd_trainability(argv: list[str]) -> int:
@@ -224,10 +265,18 @@ def cmd_trainability(argv: list[str]) -> int:
     variants = sorted(VARIANTS) if args.variants == ["all"] else args.variants
     try:
         result = run_trainability_map(
-            variants, args.depths, args.lrs, args.out, task=args.task, scale=args.scale,
-            max_update=args.max_update, options=dict(args.option), work_dir=args.work_dir,
+            variants,
+            args.depths,
+            args.lrs,
+            args.out,
+            task=args.task,
+            scale=args.scale,
+            max_update=args.max_update,
+            options=dict(args.option),
+            work_dir=args.work_dir,
             keep_runs=args.keep_runs,
-            progress=_print_cell)
+            progress=_print_cell,
+        )
     except (ValueError, FileNotFoundError, ScaleError) as error:
         parser.error(str(error))
     if args.figure:
@@ -245,14 +294,18 @@ def cmd_runs(argv: list[str]) -> int:
     """The launched runs of a group (or every group): state, updates, loss, device, pid, log."""
     from .runs.state import group_dir, group_statuses, runs_root
 
-    parser = argparse.ArgumentParser(prog="python -m b2t_lib runs", allow_abbrev=False,
-                                     description="Show the runs that b2t_lib.runs.launch started or "
-                                                 "trained (under $B2T_RUNS, else <repository>/runs).")
+    parser = argparse.ArgumentParser(
+        prog="python -m b2t_lib runs",
+        allow_abbrev=False,
+        description="Show the runs that b2t_lib.runs.launch started or "
+        "trained (under $B2T_RUNS, else <repository>/runs).",
+    )
     parser.add_argument("groups", nargs="*", help="group names (default: every group)")
     args = parser.parse_args(argv)
     root = runs_root()
-    groups = args.groups or (sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
-                             if root.is_dir() else [])
+    groups = args.groups or (
+        sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")) if root.is_dir() else []
+    )
     if not groups:
         print(f"no runs under {root}")
     for group in groups:
@@ -273,9 +326,11 @@ def cmd_launch_queue(argv: list[str]) -> int:
     """The detached queue runner that ``launch`` starts (not meant to be typed)."""
     from .runs.queue import run_queue
 
-    parser = argparse.ArgumentParser(prog="python -m b2t_lib launch-queue", allow_abbrev=False,
-                                     description="Run the queue of a launch plan (started by "
-                                                 "b2t_lib.runs.launch, in its own session).")
+    parser = argparse.ArgumentParser(
+        prog="python -m b2t_lib launch-queue",
+        allow_abbrev=False,
+        description="Run the queue of a launch plan (started by b2t_lib.runs.launch, in its own session).",
+    )
     parser.add_argument("plan", help="runs/<group>/.launch/plan.json")
     return run_queue(parser.parse_args(argv).plan)
 
@@ -288,10 +343,12 @@ def cmd_estimate(argv: list[str]) -> int:
         print(estimate_table())
         return 0
     if argv and argv[0] in ("-h", "--help"):
-        print("usage: python -m b2t_lib estimate [train options] | --table\n"
-              "Print the estimated GPU-hours of the run `python -m b2t_lib train [train options]` would train\n"
-              "(FLOP count of one update x updates, at the MFU measured in benchmarks/RESULTS.md or an\n"
-              "assumed one); --table prints the README's table for the paper's configurations.")
+        print(
+            "usage: python -m b2t_lib estimate [train options] | --table\n"
+            "Print the estimated GPU-hours of the run `python -m b2t_lib train [train options]` would train\n"
+            "(FLOP count of one update x updates, at the MFU measured in benchmarks/RESULTS.md or an\n"
+            "assumed one); --table prints the README's table for the paper's configurations."
+        )
         return 0
     parser, args = parse_train_args(argv)
     try:
@@ -299,16 +356,35 @@ def cmd_estimate(argv: list[str]) -> int:
     except ValueError as error:
         parser.error(str(error))
     est = estimate_gpu_hours(cfg)
-    print(json.dumps({"gpu_hours": round(est.gpu_hours, 3), "flops_per_update": est.flops_per_update,
-                      "tokens_per_update": est.tokens_per_update, "updates": est.updates, "flops": est.flops,
-                      "mfu": est.throughput.mfu, "mfu_measured": est.throughput.measured,
-                      "gpu": est.throughput.gpu, "source": est.throughput.source}, indent=1))
+    print(
+        json.dumps(
+            {
+                "gpu_hours": round(est.gpu_hours, 3),
+                "flops_per_update": est.flops_per_update,
+                "tokens_per_update": est.tokens_per_update,
+                "updates": est.updates,
+                "flops": est.flops,
+                "mfu": est.throughput.mfu,
+                "mfu_measured": est.throughput.measured,
+                "gpu": est.throughput.gpu,
+                "source": est.throughput.source,
+            },
+            indent=1,
+        )
+    )
     return 0
 
 
-COMMANDS = {"train": cmd_train, "evaluate": cmd_evaluate, "table": cmd_table, "preset": cmd_preset,
-            "trainability": cmd_trainability, "runs": cmd_runs, "estimate": cmd_estimate,
-            "launch-queue": cmd_launch_queue}
+COMMANDS = {
+    "train": cmd_train,
+    "evaluate": cmd_evaluate,
+    "table": cmd_table,
+    "preset": cmd_preset,
+    "trainability": cmd_trainability,
+    "runs": cmd_runs,
+    "estimate": cmd_estimate,
+    "launch-queue": cmd_launch_queue,
+}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -320,16 +396,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
-        usage = ("usage: python -m b2t_lib {train,evaluate,table,preset,trainability,runs,estimate} [options]\n"
-                 "  train     train one model (options default from the task's scale preset)\n"
-                 "  evaluate  test a trained run (averaged checkpoints; BLEU, ROUGE, perplexity, WER)\n"
-                 "  table     print a paper table with our result.json files beside it\n"
-                 "  preset    print a preset's options as JSON\n"
-                 "  trainability  train variants x depths x learning rates; completed/stalled/diverged map as JSON\n"
-                 "  runs      the runs the launcher started (state, updates, loss, pid, device), per group\n"
-                 "  estimate  estimated GPU-hours of the run the same train options describe (--table: README's)\n"
-                 "  (launch-queue PLAN: the detached queue runner that b2t_lib.runs.launch starts itself)\n"
-                 "Run `python -m b2t_lib COMMAND --help` for the options of one command.")
+        usage = (
+            "usage: python -m b2t_lib {train,evaluate,table,preset,trainability,runs,estimate} [options]\n"
+            "  train     train one model (options default from the task's scale preset)\n"
+            "  evaluate  test a trained run (averaged checkpoints; BLEU, ROUGE, perplexity, WER)\n"
+            "  table     print a paper table with our result.json files beside it\n"
+            "  preset    print a preset's options as JSON\n"
+            "  trainability  train variants x depths x learning rates; completed/stalled/diverged map as JSON\n"
+            "  runs      the runs the launcher started (state, updates, loss, pid, device), per group\n"
+            "  estimate  estimated GPU-hours of the run the same train options describe (--table: README's)\n"
+            "  (launch-queue PLAN: the detached queue runner that b2t_lib.runs.launch starts itself)\n"
+            "Run `python -m b2t_lib COMMAND --help` for the options of one command."
+        )
         if argv and argv[0] not in ("-h", "--help"):
             print(f"unknown command {argv[0]!r}\n{usage}", file=sys.stderr)
             return 2

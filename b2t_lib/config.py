@@ -20,6 +20,7 @@ speech front end's options to ``encoder_input="speech"``): setting one for anoth
 The special token ids follow fairseq's dictionary (``<s>=0, <pad>=1, </s>=2, <unk>=3``) so that
 fairseq checkpoints and their embeddings load without re-indexing.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -34,8 +35,16 @@ class ConfigError(ValueError):
     """A configuration that cannot give a correct model. The message says what to change."""
 
 
-def option(default=MISSING, *, help: str, group: str, choices=None, from_data: bool = False,
-           variants: tuple[str, ...] = (), inputs: tuple[str, ...] = ()):
+def option(
+    default=MISSING,
+    *,
+    help: str,
+    group: str,
+    choices=None,
+    from_data: bool = False,
+    variants: tuple[str, ...] = (),
+    inputs: tuple[str, ...] = (),
+):
     """A dataclass field that carries its command-line help and group.
 
     ``choices`` is a sequence or a function returning one (evaluated when used, so a registry that
@@ -94,88 +103,134 @@ class ModelConfig:
     (fairseq's own is Post-LN, ``variant="post_ln"``).
     """
 
-    vocab_size: int = option(32768, group=DATA, from_data=True,
-                             help="vocabulary size (from the task's dictionary)")
+    vocab_size: int = option(32768, group=DATA, from_data=True, help="vocabulary size (from the task's dictionary)")
     d_model: int = option(512, group=MODEL, help="model (hidden) dimension")
     n_heads: int = option(8, group=MODEL, help="attention heads")
     d_ff: int = option(2048, group=MODEL, help="FFN inner dimension")
     encoder_layers: int = option(6, group=MODEL, help="number of encoder layers (0: a language model)")
     decoder_layers: int = option(6, group=MODEL, help="number of decoder layers")
-    variant: str = option("b2t", group=MODEL, choices=variant_names,
-                          help="residual/normalization variant (the paper's B2T connection unless set)")
+    variant: str = option(
+        "b2t",
+        group=MODEL,
+        choices=variant_names,
+        help="residual/normalization variant (the paper's B2T connection unless set)",
+    )
     dropout: float = option(0.1, group=MODEL, help="residual/embedding dropout p")
     attention_dropout: float = option(0.0, group=MODEL, help="dropout on attention probabilities")
     activation_dropout: float = option(0.0, group=MODEL, help="dropout after the FFN's ReLU")
-    share_embeddings: bool = option(True, group=MODEL,
-                                    help="one matrix for encoder input, decoder input and output projection")
-    share_decoder_io: bool = option(True, group=MODEL,
-                                    help="one matrix for the decoder input and the output projection")
-    word_dropout: float = option(0.0, group=MODEL,
-                                 help="zero whole token embeddings in training, both sides (docs/methods.md §1.7)")
-    b2t_rescale_init: bool = option(False, group=VARIANT_OPTIONS, variants=("b2t", "b2t_no_ln"),
-                                    help="official code's later N^-0.5 weight rescaling (docs/methods.md §1.5)")
-    init_scale: float = option(1.0, group=MODEL,
-                               help="multiply initial non-embedding weights (Appendix C: 0.1 for 100L)")
+    share_embeddings: bool = option(
+        True, group=MODEL, help="one matrix for encoder input, decoder input and output projection"
+    )
+    share_decoder_io: bool = option(
+        True, group=MODEL, help="one matrix for the decoder input and the output projection"
+    )
+    word_dropout: float = option(
+        0.0, group=MODEL, help="zero whole token embeddings in training, both sides (docs/methods.md §1.7)"
+    )
+    b2t_rescale_init: bool = option(
+        False,
+        group=VARIANT_OPTIONS,
+        variants=("b2t", "b2t_no_ln"),
+        help="official code's later N^-0.5 weight rescaling (docs/methods.md §1.5)",
+    )
+    init_scale: float = option(
+        1.0, group=MODEL, help="multiply initial non-embedding weights (Appendix C: 0.1 for 100L)"
+    )
     max_positions: int = option(1024, group=MODEL, help="initial size of the sinusoidal position table")
     pad_idx: int = option(PAD, group=DATA, from_data=True, help="padding id (from the dictionary)")
     bos_idx: int = option(BOS, group=DATA, from_data=True, help="begin-of-sentence id (from the dictionary)")
     eos_idx: int = option(EOS, group=DATA, from_data=True, help="end-of-sentence id (from the dictionary)")
     deepnet_encoder_beta_factor: float = option(
-        0.87, group=VARIANT_OPTIONS, variants=("deepnet",),
-        help="DeepNet encoder beta factor: 0.87 (DeepNet paper) or 1.15 (torchscale) (docs/methods.md §2.1)")
+        0.87,
+        group=VARIANT_OPTIONS,
+        variants=("deepnet",),
+        help="DeepNet encoder beta factor: 0.87 (DeepNet paper) or 1.15 (torchscale) (docs/methods.md §2.1)",
+    )
     realformer_running_mean: bool = option(
-        False, group=VARIANT_OPTIONS, variants=("realformer",),
-        help="RealFormer's running mean softmax(S_l / l) (docs/methods.md §2.4)")
+        False,
+        group=VARIANT_OPTIONS,
+        variants=("realformer",),
+        help="RealFormer's running mean softmax(S_l / l) (docs/methods.md §2.4)",
+    )
     decoder_final_norm: bool = option(
-        True, group=MODEL,
+        True,
+        group=MODEL,
         help="the final LayerNorm on the decoder output of variants that have one (Pre-LN); fairseq's "
-             "transformer_lm_wiki103 drops it (no_decoder_final_norm=True, docs/methods.md §1.4), so the LM "
-             "presets turn it off. Post-LN and B2T have no final LayerNorm either way")
+        "transformer_lm_wiki103 drops it (no_decoder_final_norm=True, docs/methods.md §1.4), so the LM "
+        "presets turn it off. Post-LN and B2T have no final LayerNorm either way",
+    )
     # ---- adaptive input and adaptive softmax (b2t_lib.adaptive; docs/methods.md §3.4), language model only
     adaptive_input: bool = option(
-        False, group=ADAPTIVE,
+        False,
+        group=ADAPTIVE,
         help="adaptive input representations (Baevski & Auli 2019): frequency bands of the vocabulary get "
-             "embeddings of d_model / factor^i dimensions, projected up to d_model")
+        "embeddings of d_model / factor^i dimensions, projected up to d_model",
+    )
     adaptive_softmax: bool = option(
-        False, group=ADAPTIVE,
+        False,
+        group=ADAPTIVE,
         help="adaptive softmax output layer (Grave et al. 2017): a head over the frequent words plus one "
-             "cluster per rarer band; the loss never builds full-vocabulary logits (no label smoothing)")
+        "cluster per rarer band; the loss never builds full-vocabulary logits (no label smoothing)",
+    )
     adaptive_cutoff: tuple[int, ...] = option(
-        (20000, 60000), group=ADAPTIVE,
+        (20000, 60000),
+        group=ADAPTIVE,
         help="band boundaries in the frequency-sorted vocabulary, for adaptive input and softmax alike "
-             "(WikiText-103: 20000,60000); each must be below the vocabulary size")
+        "(WikiText-103: 20000,60000); each must be below the vocabulary size",
+    )
     adaptive_factor: float = option(
-        4.0, group=ADAPTIVE, help="band i of adaptive input and softmax has d_model / factor^i dimensions")
+        4.0, group=ADAPTIVE, help="band i of adaptive input and softmax has d_model / factor^i dimensions"
+    )
     adaptive_softmax_dropout: float = option(
-        0.0, group=ADAPTIVE, help="dropout on the adaptive softmax's input and inside each tail (WikiText-103: 0.2)")
+        0.0, group=ADAPTIVE, help="dropout on the adaptive softmax's input and inside each tail (WikiText-103: 0.2)"
+    )
     tie_adaptive_weights: bool = option(
-        False, group=ADAPTIVE,
-        help="the adaptive softmax scores words with the adaptive input's band embeddings (one matrix per band)")
+        False,
+        group=ADAPTIVE,
+        help="the adaptive softmax scores words with the adaptive input's band embeddings (one matrix per band)",
+    )
     tie_adaptive_proj: bool = option(
-        False, group=ADAPTIVE,
+        False,
+        group=ADAPTIVE,
         help="the adaptive softmax's tail projections are the transposes of the adaptive input's "
-             "(needs --tie-adaptive-weights)")
+        "(needs --tie-adaptive-weights)",
+    )
     # ---- the encoder's input: token embeddings, or the S2T speech front end (b2t_lib.speech_input)
-    encoder_input: str = option("tokens", group=MODEL, choices=ENCODER_INPUTS,
-                                help="what the encoder reads: token ids (embedding + positions) or speech "
-                                     "features (Conv1d subsampler + positions, SpecAugment in training)")
-    input_features: int = option(80, group=DATA, from_data=True, inputs=("speech",),
-                                 help="speech features per frame (80 log-mel filterbanks, from the data)")
-    conv_channels: int = option(1024, group=SPEECH, inputs=("speech",),
-                                help="channels of the first subsampling convolution (GLU halves them)")
-    conv_kernel_sizes: tuple[int, ...] = option((5, 5), group=SPEECH, inputs=("speech",),
-                                                help="kernel size of each stride-2 convolution (2 layers: "
-                                                     "time / 4)")
-    specaug_freq_masks: int = option(2, group=SPEECH, inputs=("speech",),
-                                     help="SpecAugment: frequency masks per utterance (0 = none)")
-    specaug_freq_width: int = option(27, group=SPEECH, inputs=("speech",),
-                                     help="SpecAugment: a frequency mask is narrower than F channels")
-    specaug_time_masks: int = option(2, group=SPEECH, inputs=("speech",),
-                                     help="SpecAugment: time masks per utterance (0 = none)")
-    specaug_time_width: int = option(100, group=SPEECH, inputs=("speech",),
-                                     help="SpecAugment: a time mask is shorter than T frames")
-    specaug_time_proportion: float = option(1.0, group=SPEECH, inputs=("speech",),
-                                            help="SpecAugment: ... and shorter than p x the utterance's frames")
+    encoder_input: str = option(
+        "tokens",
+        group=MODEL,
+        choices=ENCODER_INPUTS,
+        help="what the encoder reads: token ids (embedding + positions) or speech "
+        "features (Conv1d subsampler + positions, SpecAugment in training)",
+    )
+    input_features: int = option(
+        80,
+        group=DATA,
+        from_data=True,
+        inputs=("speech",),
+        help="speech features per frame (80 log-mel filterbanks, from the data)",
+    )
+    conv_channels: int = option(
+        1024, group=SPEECH, inputs=("speech",), help="channels of the first subsampling convolution (GLU halves them)"
+    )
+    conv_kernel_sizes: tuple[int, ...] = option(
+        (5, 5), group=SPEECH, inputs=("speech",), help="kernel size of each stride-2 convolution (2 layers: time / 4)"
+    )
+    specaug_freq_masks: int = option(
+        2, group=SPEECH, inputs=("speech",), help="SpecAugment: frequency masks per utterance (0 = none)"
+    )
+    specaug_freq_width: int = option(
+        27, group=SPEECH, inputs=("speech",), help="SpecAugment: a frequency mask is narrower than F channels"
+    )
+    specaug_time_masks: int = option(
+        2, group=SPEECH, inputs=("speech",), help="SpecAugment: time masks per utterance (0 = none)"
+    )
+    specaug_time_width: int = option(
+        100, group=SPEECH, inputs=("speech",), help="SpecAugment: a time mask is shorter than T frames"
+    )
+    specaug_time_proportion: float = option(
+        1.0, group=SPEECH, inputs=("speech",), help="SpecAugment: ... and shorter than p x the utterance's frames"
+    )
 
     def __post_init__(self) -> None:
         for f in fields(self):  # a tuple option read back from JSON arrives as a list
@@ -188,8 +243,9 @@ class ModelConfig:
         if self.variant not in known:
             raise ConfigError(f"unknown variant {self.variant!r}; known variants are: {', '.join(known)}")
         if self.encoder_input not in ENCODER_INPUTS:
-            raise ConfigError(f"unknown encoder_input {self.encoder_input!r}; choose one of "
-                              f"{', '.join(ENCODER_INPUTS)}")
+            raise ConfigError(
+                f"unknown encoder_input {self.encoder_input!r}; choose one of {', '.join(ENCODER_INPUTS)}"
+            )
         for name in ("vocab_size", "d_model", "n_heads", "d_ff", "max_positions"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be a positive integer, got {getattr(self, name)}")
@@ -213,21 +269,27 @@ class ModelConfig:
         for f in fields(self):  # an option of one variant, set for another, would silently do nothing
             owners = f.metadata.get("variants")
             if owners and self.variant not in owners and getattr(self, f.name) != f.default:
-                raise ConfigError(f"{f.name} ({flag(f.name)}) applies to variant {' or '.join(owners)} only, "
-                                  f"not variant {self.variant!r}; drop it or change the variant")
+                raise ConfigError(
+                    f"{f.name} ({flag(f.name)}) applies to variant {' or '.join(owners)} only, "
+                    f"not variant {self.variant!r}; drop it or change the variant"
+                )
             inputs = f.metadata.get("inputs")
             if inputs and self.encoder_input not in inputs and getattr(self, f.name) != f.default:
-                raise ConfigError(f"{f.name} ({flag(f.name)}) applies to --encoder-input {' or '.join(inputs)} "
-                                  f"only, not {self.encoder_input!r}; drop it or change the encoder input")
+                raise ConfigError(
+                    f"{f.name} ({flag(f.name)}) applies to --encoder-input {' or '.join(inputs)} "
+                    f"only, not {self.encoder_input!r}; drop it or change the encoder input"
+                )
         self._validate_speech()
 
     def _validate_speech(self) -> None:
         if self.encoder_input != "speech":
             return
         if self.share_embeddings:
-            raise ConfigError("a speech encoder reads features, not tokens, so there is no encoder embedding to "
-                              "share: pass --no-share-embeddings (--share-decoder-io still ties the decoder's "
-                              "input and output embeddings)")
+            raise ConfigError(
+                "a speech encoder reads features, not tokens, so there is no encoder embedding to "
+                "share: pass --no-share-embeddings (--share-decoder-io still ties the decoder's "
+                "input and output embeddings)"
+            )
         if self.encoder_layers < 1:
             raise ConfigError("a speech model needs an encoder: set --encoder-layers to 1 or more")
         if not self.conv_kernel_sizes or any(k < 1 for k in self.conv_kernel_sizes):
@@ -247,20 +309,28 @@ class ModelConfig:
         check_dropout("adaptive_softmax_dropout", self.adaptive_softmax_dropout)
         if not (self.adaptive_input or self.adaptive_softmax):
             if self.tie_adaptive_weights or self.tie_adaptive_proj:
-                raise ConfigError("--tie-adaptive-weights/--tie-adaptive-proj tie the adaptive softmax to the "
-                                  "adaptive input: add --adaptive-input --adaptive-softmax, or drop them")
+                raise ConfigError(
+                    "--tie-adaptive-weights/--tie-adaptive-proj tie the adaptive softmax to the "
+                    "adaptive input: add --adaptive-input --adaptive-softmax, or drop them"
+                )
             return
         if self.encoder_layers > 0:
-            raise ConfigError(f"adaptive input and softmax are built for the language model only "
-                              f"(encoder_layers=0), not an encoder-decoder with encoder_layers={self.encoder_layers}")
+            raise ConfigError(
+                f"adaptive input and softmax are built for the language model only "
+                f"(encoder_layers=0), not an encoder-decoder with encoder_layers={self.encoder_layers}"
+            )
         cutoff = list(self.adaptive_cutoff)
         if not cutoff or cutoff[0] <= 0 or any(b <= a for a, b in zip(cutoff, cutoff[1:])):
-            raise ConfigError(f"adaptive_cutoff {cutoff} must be positive and strictly increasing, e.g. "
-                              f"20000,60000 (WikiText-103) or 200,1000 (the synthetic corpus)")
+            raise ConfigError(
+                f"adaptive_cutoff {cutoff} must be positive and strictly increasing, e.g. "
+                f"20000,60000 (WikiText-103) or 200,1000 (the synthetic corpus)"
+            )
         dims = [self.d_model / self.adaptive_factor**i for i in range(len(cutoff) + 1)]
         if self.adaptive_factor < 1 or dims[-1] < 1:
-            raise ConfigError(f"adaptive_factor {self.adaptive_factor} with {len(cutoff) + 1} bands gives band "
-                              f"dimensions below 1 for d_model={self.d_model}; use a smaller factor or fewer cutoffs")
+            raise ConfigError(
+                f"adaptive_factor {self.adaptive_factor} with {len(cutoff) + 1} bands gives band "
+                f"dimensions below 1 for d_model={self.d_model}; use a smaller factor or fewer cutoffs"
+            )
         if self.tie_adaptive_weights and not (self.adaptive_input and self.adaptive_softmax):
             raise ConfigError("--tie-adaptive-weights needs both --adaptive-input and --adaptive-softmax")
         if self.tie_adaptive_proj and not self.tie_adaptive_weights:
@@ -269,7 +339,8 @@ class ModelConfig:
             raise ConfigError(
                 "--share-decoder-io shares one embedding matrix with a full output projection, which an adaptive "
                 "input does not have and an adaptive softmax does not use; pass --no-share-decoder-io (with "
-                "--adaptive-input --adaptive-softmax, --tie-adaptive-weights does the tying)")
+                "--adaptive-input --adaptive-softmax, --tie-adaptive-weights does the tying)"
+            )
 
     # ------------------------------------------------------------------ the fields as data
     @classmethod

@@ -12,6 +12,7 @@ A token sequence becomes the first layer's input in four steps:
 * :math:`\mathrm{WordDrop}_r` (training only) zeroes a whole token vector with probability :math:`r`,
   with no :math:`1/(1-r)` rescaling; the decoder always keeps position 0.
 """
+
 from __future__ import annotations
 
 import math

@@ -29,6 +29,7 @@ Three checks stand between a file and a model:
 3. **The weights.** Every key and shape: a missing key, an unexpected key (often a variant mismatch: a
    Pre-LN checkpoint has ``encoder.layer_norm.*``, a Post-LN model has not) or a wrong shape.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -54,16 +55,20 @@ _numpy_scalar = (np._core if hasattr(np, "_core") else np.core).multiarray.scala
 
 # The globals a fairseq checkpoint may name besides tensors and plain containers, as
 # (object, the name the pickle stores). Each is data only: no method of it runs code from the file.
-SAFE_GLOBALS = [
-    (argparse.Namespace, "argparse.Namespace"),  # checkpoint["args"]
-    (_numpy_scalar, "numpy.core.multiarray.scalar"),  # numpy numbers in extra_state (numpy 1.x name)
-    (_numpy_scalar, "numpy._core.multiarray.scalar"),  # (numpy 2.x name)
-    (np.dtype, "numpy.dtype"),
-] + [  # the dtype of such a number is rebuilt as an instance of its numpy DType class
-    (getattr(np.dtypes, name), f"numpy.dtypes.{name}")
-    for name in ("Float16DType", "Float32DType", "Float64DType", "Int32DType", "Int64DType", "BoolDType")
-    if hasattr(getattr(np, "dtypes", None), name)
-] + [(_FairseqMeter, f"fairseq.meters.{name}") for name in ("AverageMeter", "TimeMeter", "StopwatchMeter")]
+SAFE_GLOBALS = (
+    [
+        (argparse.Namespace, "argparse.Namespace"),  # checkpoint["args"]
+        (_numpy_scalar, "numpy.core.multiarray.scalar"),  # numpy numbers in extra_state (numpy 1.x name)
+        (_numpy_scalar, "numpy._core.multiarray.scalar"),  # (numpy 2.x name)
+        (np.dtype, "numpy.dtype"),
+    ]
+    + [  # the dtype of such a number is rebuilt as an instance of its numpy DType class
+        (getattr(np.dtypes, name), f"numpy.dtypes.{name}")
+        for name in ("Float16DType", "Float32DType", "Float64DType", "Int32DType", "Int64DType", "BoolDType")
+        if hasattr(getattr(np, "dtypes", None), name)
+    ]
+    + [(_FairseqMeter, f"fairseq.meters.{name}") for name in ("AverageMeter", "TimeMeter", "StopwatchMeter")]
+)
 _SAFE_NAMES = {name for _, name in SAFE_GLOBALS}
 
 
@@ -87,7 +92,8 @@ def read_checkpoint_file(path: str | Path, trust_checkpoint: bool = False) -> di
         what = ", ".join(unsafe) if unsafe else f"an object a weights-only load cannot read ({error})"
         raise UntrustedCheckpoint(
             f"{path} holds {what}: a weights-only load refuses it, since unpickling it could run code from "
-            f"the file. If you trust where the file comes from, pass trust_checkpoint=True") from None
+            f"the file. If you trust where the file comes from, pass trust_checkpoint=True"
+        ) from None
 
 
 # ------------------------------------------------------------------------------ the state dict
@@ -111,8 +117,10 @@ def convert_fairseq_state_dict(fairseq_state: dict, model: torch.nn.Module) -> d
     if "decoder.output_projection.weight" in converted and "decoder.output_projection.weight" not in expected:
         tied = converted.pop("decoder.output_projection.weight")
         if not torch.equal(tied, converted.get("decoder.embed_tokens.weight", tied)):
-            raise CheckpointMismatch("the checkpoint has an untied output projection but the model shares it "
-                                     "with the embeddings; build the model with share_decoder_io=False")
+            raise CheckpointMismatch(
+                "the checkpoint has an untied output projection but the model shares it "
+                "with the embeddings; build the model with share_decoder_io=False"
+            )
 
     problems = []
     for key in sorted(set(expected) - set(converted)):
@@ -121,13 +129,17 @@ def convert_fairseq_state_dict(fairseq_state: dict, model: torch.nn.Module) -> d
         problems.append(f"unexpected in checkpoint: {key} {tuple(converted[key].shape)}")
     for key in sorted(set(expected) & set(converted)):
         if tuple(expected[key].shape) != tuple(converted[key].shape):
-            problems.append(f"shape of {key}: checkpoint {tuple(converted[key].shape)}, "
-                            f"model {tuple(expected[key].shape)}")
+            problems.append(
+                f"shape of {key}: checkpoint {tuple(converted[key].shape)}, model {tuple(expected[key].shape)}"
+            )
     if problems:
-        hint = ("check the variant (Pre-LN has encoder.layer_norm/decoder.layer_norm, B2T w/o LN has no "
-                "layer norms), the layer counts, d_model, d_ff and the vocabulary size")
-        raise CheckpointMismatch("fairseq state dict does not fit the model:\n  " + "\n  ".join(problems)
-                                 + f"\n({hint})")
+        hint = (
+            "check the variant (Pre-LN has encoder.layer_norm/decoder.layer_norm, B2T w/o LN has no "
+            "layer norms), the layer counts, d_model, d_ff and the vocabulary size"
+        )
+        raise CheckpointMismatch(
+            "fairseq state dict does not fit the model:\n  " + "\n  ".join(problems) + f"\n({hint})"
+        )
     return converted
 
 
@@ -187,15 +199,19 @@ def fairseq_variant_flags(args, decoder_only: bool = False) -> dict[str, bool]:
     if encoder_before != decoder_before:
         raise CheckpointMismatch(
             f"the checkpoint has --encoder-normalize-before={encoder_before} but --decoder-normalize-before="
-            f"{decoder_before}; b2t_lib builds both stacks with one variant and cannot represent this model")
+            f"{decoder_before}; b2t_lib builds both stacks with one variant and cannot represent this model"
+        )
     if flags["normalize_before"] and flags["residual_bottom_to_top"]:
         raise CheckpointMismatch(
             "the checkpoint combines --residual-bottom-to-top with --encoder/decoder-normalize-before (the "
             "official code then adds x_inp to a Pre-LN layer); b2t_lib has no such variant and will not "
-            "approximate it with plain B2T or Pre-LN")
+            "approximate it with plain B2T or Pre-LN"
+        )
     if flags["normalize_before"] and flags["no_layer_norm"]:
-        raise CheckpointMismatch("the checkpoint combines --no-layer-norm with --encoder/decoder-normalize-"
-                                 "before; b2t_lib has no such variant")
+        raise CheckpointMismatch(
+            "the checkpoint combines --no-layer-norm with --encoder/decoder-normalize-"
+            "before; b2t_lib has no such variant"
+        )
     return flags
 
 
@@ -204,8 +220,11 @@ def variant_flags(variant: str) -> dict[str, bool]:
     not fairseq/B2T-code flags: Admin, DeepNet, DLCL and RealFormer lay out their LayerNorms as
     Post-LN does, T-Fixup has none (``--no-layer-norm`` without ``--residual-bottom-to-top``)."""
     spec = get_variant(variant)
-    return {"normalize_before": spec.final_norm, "residual_bottom_to_top": spec.bottom_to_top,
-            "no_layer_norm": not spec.layer_norm}
+    return {
+        "normalize_before": spec.final_norm,
+        "residual_bottom_to_top": spec.bottom_to_top,
+        "no_layer_norm": not spec.layer_norm,
+    }
 
 
 def _variant_from_flags(flags: dict[str, bool]) -> str:
@@ -215,7 +234,8 @@ def _variant_from_flags(flags: dict[str, bool]) -> str:
         raise CheckpointMismatch(
             "the checkpoint has --no-layer-norm without --residual-bottom-to-top (plain residuals, no "
             "LayerNorm); b2t_lib's variant with that forward pass is 'tfixup': build it yourself "
-            "(EncoderDecoder(ModelConfig(variant='tfixup', ...))) and pass it as model= to load the weights")
+            "(EncoderDecoder(ModelConfig(variant='tfixup', ...))) and pass it as model= to load the weights"
+        )
     return "pre_ln" if flags["normalize_before"] else "post_ln"
 
 
@@ -225,8 +245,10 @@ def _word_dropout(get, decoder_only: bool) -> float:
     if method == "none":
         return 0.0
     if method != "worddrop":
-        raise CheckpointMismatch(f"the checkpoint was trained with --sampling-method {method}; b2t_lib "
-                                 f"implements only 'worddrop' (word dropout)")
+        raise CheckpointMismatch(
+            f"the checkpoint was trained with --sampling-method {method}; b2t_lib "
+            f"implements only 'worddrop' (word dropout)"
+        )
     decoder_rate = float(get("dec_replace_rate", 0.0) or 0.0)
     if decoder_only:
         return decoder_rate
@@ -234,7 +256,8 @@ def _word_dropout(get, decoder_only: bool) -> float:
     if encoder_rate != decoder_rate:
         raise CheckpointMismatch(
             f"the checkpoint has --enc-replace-rate {encoder_rate} and --dec-replace-rate {decoder_rate}; "
-            f"b2t_lib has one word-dropout rate (ModelConfig.word_dropout) for both stacks")
+            f"b2t_lib has one word-dropout rate (ModelConfig.word_dropout) for both stacks"
+        )
     return encoder_rate
 
 
@@ -245,11 +268,13 @@ def _sizes(args, decoder_only: bool) -> dict:
     for name, harmless, meaning in _UNSUPPORTED:
         value = get(name, harmless)
         if value != harmless and not (harmless is False and value is None):
-            raise CheckpointMismatch(f"the checkpoint uses --{name.replace('_', '-')}={value!r} ({meaning}); "
-                                     f"b2t_lib cannot build this model")
+            raise CheckpointMismatch(
+                f"the checkpoint uses --{name.replace('_', '-')}={value!r} ({meaning}); b2t_lib cannot build this model"
+            )
     if (get("activation_fn", "relu") or "relu") != "relu":
-        raise CheckpointMismatch(f"the checkpoint uses --activation-fn {get('activation_fn')}; b2t_lib's FFN "
-                                 f"uses ReLU only")
+        raise CheckpointMismatch(
+            f"the checkpoint uses --activation-fn {get('activation_fn')}; b2t_lib's FFN uses ReLU only"
+        )
     prefix = "decoder" if decoder_only else "encoder"
     d_model = get(f"{prefix}_embed_dim", 512)
     n_heads = get(f"{prefix}_attention_heads", 8)
@@ -257,16 +282,22 @@ def _sizes(args, decoder_only: bool) -> dict:
     if not decoder_only:
         for name, value in (("embed_dim", d_model), ("attention_heads", n_heads), ("ffn_embed_dim", d_ff)):
             if get(f"decoder_{name}", value) != value:
-                raise CheckpointMismatch(f"the checkpoint has --encoder-{name.replace('_', '-')} {value} but "
-                                         f"--decoder-{name.replace('_', '-')} {get(f'decoder_{name}')}; "
-                                         f"b2t_lib builds both stacks with one size")
+                raise CheckpointMismatch(
+                    f"the checkpoint has --encoder-{name.replace('_', '-')} {value} but "
+                    f"--decoder-{name.replace('_', '-')} {get(f'decoder_{name}')}; "
+                    f"b2t_lib builds both stacks with one size"
+                )
     for name in ("decoder_output_dim", "decoder_input_dim"):
         if get(name, d_model) != d_model:
-            raise CheckpointMismatch(f"the checkpoint has --{name.replace('_', '-')} {get(name)} != "
-                                     f"d_model {d_model} (projected decoder input/output); b2t_lib cannot build it")
+            raise CheckpointMismatch(
+                f"the checkpoint has --{name.replace('_', '-')} {get(name)} != "
+                f"d_model {d_model} (projected decoder input/output); b2t_lib cannot build it"
+            )
     share_all = bool(get("share_all_embeddings", False))
     return dict(
-        d_model=d_model, n_heads=n_heads, d_ff=d_ff,
+        d_model=d_model,
+        n_heads=n_heads,
+        d_ff=d_ff,
         encoder_layers=0 if decoder_only else get("encoder_layers", 6),
         decoder_layers=get("decoder_layers", 6),
         share_embeddings=share_all,
@@ -309,26 +340,34 @@ def check_fairseq_args(args, model: torch.nn.Module) -> None:
     built = variant_flags(cfg.variant)
     for flag, value in stored.items():
         if built[flag] != value:
-            problems.append(f"--{flag.replace('_', '-')}: checkpoint {value}, model (variant {cfg.variant!r}) "
-                            f"{built[flag]}")
-    names = {"d_model": f"{'decoder' if decoder_only else 'encoder'}_embed_dim",
-             "n_heads": f"{'decoder' if decoder_only else 'encoder'}_attention_heads",
-             "d_ff": f"{'decoder' if decoder_only else 'encoder'}_ffn_embed_dim",
-             "encoder_layers": "encoder_layers", "decoder_layers": "decoder_layers",
-             "share_embeddings": "share_all_embeddings", "share_decoder_io": "share_decoder_input_output_embed"}
+            problems.append(
+                f"--{flag.replace('_', '-')}: checkpoint {value}, model (variant {cfg.variant!r}) {built[flag]}"
+            )
+    names = {
+        "d_model": f"{'decoder' if decoder_only else 'encoder'}_embed_dim",
+        "n_heads": f"{'decoder' if decoder_only else 'encoder'}_attention_heads",
+        "d_ff": f"{'decoder' if decoder_only else 'encoder'}_ffn_embed_dim",
+        "encoder_layers": "encoder_layers",
+        "decoder_layers": "decoder_layers",
+        "share_embeddings": "share_all_embeddings",
+        "share_decoder_io": "share_decoder_input_output_embed",
+    }
     for field, value in _sizes(args, decoder_only).items():
         if field == "encoder_layers" and decoder_only:
             continue
         if getattr(cfg, field) != value:
-            problems.append(f"{field}: checkpoint {value} (--{names[field].replace('_', '-')}), "
-                            f"model {getattr(cfg, field)}")
+            problems.append(
+                f"{field}: checkpoint {value} (--{names[field].replace('_', '-')}), model {getattr(cfg, field)}"
+            )
     if problems:
-        raise CheckpointMismatch("the checkpoint's stored args do not describe the model you passed:\n  "
-                                 + "\n  ".join(problems))
+        raise CheckpointMismatch(
+            "the checkpoint's stored args do not describe the model you passed:\n  " + "\n  ".join(problems)
+        )
 
 
-def load_fairseq_checkpoint(checkpoint, model: torch.nn.Module | None = None,
-                            trust_checkpoint: bool = False) -> torch.nn.Module:
+def load_fairseq_checkpoint(
+    checkpoint, model: torch.nn.Module | None = None, trust_checkpoint: bool = False
+) -> torch.nn.Module:
     """Load a fairseq checkpoint (a path, or the dict ``torch.load`` returns) into ``model``.
 
     Without ``model``, the model is built from the checkpoint's ``args`` (encoder-decoder, or a

@@ -11,6 +11,7 @@ Checkpoints (:mod:`b2t_lib.train.checkpoint`), run records (:mod:`b2t_lib.train.
 data pipeline's step records and manifests (:mod:`b2t_lib.data.steps`) and trainability maps all
 go through it; :func:`read_json` reads them back.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -40,7 +41,7 @@ def read_json(path: str | Path) -> dict | None:
     writer goes through :func:`write_json_atomic`, so a file is never half-written)."""
     try:
         value = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):          # missing, unreadable, not UTF-8, not JSON
+    except (OSError, ValueError):  # missing, unreadable, not UTF-8, not JSON
         return None
     return value if isinstance(value, dict) else None
 

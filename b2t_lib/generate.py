@@ -41,6 +41,7 @@ Rules, each implemented (and commented) in the line that applies it:
 
 ``greedy_search`` is what fairseq does with ``--beam 1``: the same rules, one candidate per step.
 """
+
 from __future__ import annotations
 
 from typing import NamedTuple
@@ -76,8 +77,9 @@ def _special_ids(model) -> tuple[int, int, int]:
     return cfg.eos_idx, cfg.pad_idx, getattr(cfg, "unk_idx", UNK)
 
 
-def _next_log_probs(model, tokens, memory, memory_padding_mask, cache, step: int, max_len: int,
-                    min_len: int, unk_penalty: float) -> torch.Tensor:
+def _next_log_probs(
+    model, tokens, memory, memory_padding_mask, cache, step: int, max_len: int, min_len: int, unk_penalty: float
+) -> torch.Tensor:
     """Log-probabilities of the next token, (rows, vocab), with rules 1-3 applied."""
     eos, pad, unk = _special_ids(model)
     logits = model.decoder(tokens, memory, memory_padding_mask, cache)[:, -1]  # (rows, vocab)
@@ -96,14 +98,22 @@ def _next_log_probs(model, tokens, memory, memory_padding_mask, cache, step: int
 
 def _check_lengths(min_len: int, max_len: int) -> None:
     if min_len > max_len:
-        raise ValueError(f"min_len={min_len} is larger than the length limit max_len={max_len} "
-                         f"(max_len_a * src_len + max_len_b, capped by max_positions - 1); lower min_len "
-                         f"or raise max_len_b")
+        raise ValueError(
+            f"min_len={min_len} is larger than the length limit max_len={max_len} "
+            f"(max_len_a * src_len + max_len_b, capped by max_positions - 1); lower min_len "
+            f"or raise max_len_b"
+        )
 
 
 @torch.no_grad()
-def greedy_search(model, src_tokens: torch.Tensor, max_len_a: float = 0.0, max_len_b: int = 200,
-                  min_len: int = 1, unk_penalty: float = 0.0) -> list[torch.Tensor]:
+def greedy_search(
+    model,
+    src_tokens: torch.Tensor,
+    max_len_a: float = 0.0,
+    max_len_b: int = 200,
+    min_len: int = 1,
+    unk_penalty: float = 0.0,
+) -> list[torch.Tensor]:
     """The most probable token at every step (fairseq ``--beam 1``). Returns one 1-D LongTensor per
     sentence, without EOS. Length limit, minimum length and blocked symbols as in the module docstring."""
     model.eval()
@@ -117,8 +127,9 @@ def greedy_search(model, src_tokens: torch.Tensor, max_len_a: float = 0.0, max_l
     finished = torch.zeros(batch, dtype=torch.bool, device=device)
     cache: dict = {}
     for step in range(max_len + 1):  # max_len tokens, then one step for EOS
-        log_probs = _next_log_probs(model, tokens, memory, memory_padding_mask, cache, step, max_len,
-                                    min_len, unk_penalty)
+        log_probs = _next_log_probs(
+            model, tokens, memory, memory_padding_mask, cache, step, max_len, min_len, unk_penalty
+        )
         if step > 0:
             log_probs = log_probs + scores[:, None]  # rule 4, with one beam: cumulative scores
         # rule 4: fairseq's beam search with beam 1 takes the first of its topk(2) candidates
@@ -140,9 +151,16 @@ def _strip(row: torch.Tensor, eos: int, pad: int) -> torch.Tensor:
 
 
 @torch.no_grad()
-def beam_search_hypotheses(model, src_tokens: torch.Tensor, beam_size: int = 4, len_penalty: float = 1.0,
-                           max_len_a: float = 0.0, max_len_b: int = 200, min_len: int = 1,
-                           unk_penalty: float = 0.0) -> list[list[Hypothesis]]:
+def beam_search_hypotheses(
+    model,
+    src_tokens: torch.Tensor,
+    beam_size: int = 4,
+    len_penalty: float = 1.0,
+    max_len_a: float = 0.0,
+    max_len_b: int = 200,
+    min_len: int = 1,
+    unk_penalty: float = 0.0,
+) -> list[list[Hypothesis]]:
     """fairseq's beam search. Returns, per sentence, its finished hypotheses, best first (rule 8).
 
     Args:
@@ -177,8 +195,9 @@ def beam_search_hypotheses(model, src_tokens: torch.Tensor, beam_size: int = 4, 
 
     for step in range(max_len + 1):  # max_len tokens, then one step for EOS
         n_live = len(live)
-        log_probs = _next_log_probs(model, tokens, memory, memory_padding_mask, cache, step, max_len,
-                                    min_len, unk_penalty).view(n_live, beam, vocab)
+        log_probs = _next_log_probs(
+            model, tokens, memory, memory_padding_mask, cache, step, max_len, min_len, unk_penalty
+        ).view(n_live, beam, vocab)
         if step == 0:
             flat = log_probs[:, 0, :]  # rule 4: every beam is the same empty prefix, only the first proposes
         else:
@@ -241,17 +260,25 @@ def beam_search_hypotheses(model, src_tokens: torch.Tensor, beam_size: int = 4, 
 
 
 @torch.no_grad()
-def beam_search(model, src_tokens: torch.Tensor, beam_size: int = 4, len_penalty: float = 1.0,
-                max_len_a: float = 0.0, max_len_b: int = 200, min_len: int = 1,
-                unk_penalty: float = 0.0) -> list[torch.Tensor]:
+def beam_search(
+    model,
+    src_tokens: torch.Tensor,
+    beam_size: int = 4,
+    len_penalty: float = 1.0,
+    max_len_a: float = 0.0,
+    max_len_b: int = 200,
+    min_len: int = 1,
+    unk_penalty: float = 0.0,
+) -> list[torch.Tensor]:
     """fairseq's beam search; the best hypothesis per sentence (1-D LongTensor, no EOS).
 
     See :func:`beam_search_hypotheses` for the arguments and the module docstring for the rules.
     A sentence that finished no hypothesis (only possible when every continuation has probability
     zero) gets an empty tensor.
     """
-    results = beam_search_hypotheses(model, src_tokens, beam_size, len_penalty, max_len_a, max_len_b,
-                                     min_len, unk_penalty)
+    results = beam_search_hypotheses(
+        model, src_tokens, beam_size, len_penalty, max_len_a, max_len_b, min_len, unk_penalty
+    )
     empty = torch.zeros(0, dtype=torch.long, device=src_tokens.device)
     return [hypotheses[0].tokens if hypotheses else empty for hypotheses in results]
 

@@ -11,6 +11,7 @@ Dropout sits where fairseq puts it (docs/methods.md §3.2): :math:`\mathrm{Drop}
 ``self_attn``, ``self_attn_layer_norm``, ``encoder_attn``, ``encoder_attn_layer_norm``, ``fc1``,
 ``fc2``, ``final_layer_norm``.
 """
+
 from __future__ import annotations
 
 import torch
@@ -21,18 +22,42 @@ from .config import ModelConfig
 from .variants import StackInfo, SubLayer
 
 
-def standalone_stack(role: str, d_model: int, n_heads: int, d_ff: int, variant: str, num_layers: int,
-                     dropout: float, attention_dropout: float, activation_dropout: float,
-                     b2t_rescale_init: bool) -> StackInfo:
+def standalone_stack(
+    role: str,
+    d_model: int,
+    n_heads: int,
+    d_ff: int,
+    variant: str,
+    num_layers: int,
+    dropout: float,
+    attention_dropout: float,
+    activation_dropout: float,
+    b2t_rescale_init: bool,
+) -> StackInfo:
     """The description of a layer built on its own (outside a model): a ModelConfig with these options, which
     checks them (d_model divisible by n_heads, dropout in [0, 1), at least one layer, ...) and names the variant."""
     from .variants import get_variant
 
-    cfg = ModelConfig(d_model=d_model, n_heads=n_heads, d_ff=d_ff, variant=variant, encoder_layers=num_layers,
-                      decoder_layers=num_layers, dropout=dropout, attention_dropout=attention_dropout,
-                      activation_dropout=activation_dropout, b2t_rescale_init=b2t_rescale_init)
-    return StackInfo(role=role, num_layers=num_layers, encoder_layers=num_layers if role != "lm" else 0,
-                     decoder_layers=num_layers, options=cfg.to_dict(), variant=get_variant(variant))
+    cfg = ModelConfig(
+        d_model=d_model,
+        n_heads=n_heads,
+        d_ff=d_ff,
+        variant=variant,
+        encoder_layers=num_layers,
+        decoder_layers=num_layers,
+        dropout=dropout,
+        attention_dropout=attention_dropout,
+        activation_dropout=activation_dropout,
+        b2t_rescale_init=b2t_rescale_init,
+    )
+    return StackInfo(
+        role=role,
+        num_layers=num_layers,
+        encoder_layers=num_layers if role != "lm" else 0,
+        decoder_layers=num_layers,
+        options=cfg.to_dict(),
+        variant=get_variant(variant),
+    )
 
 
 class _Layer(nn.Module):
@@ -84,13 +109,36 @@ class EncoderLayer(_Layer):
     ``forward(x, padding_mask=None)``: x (batch, time, d_model), padding_mask (batch, time) True at padding.
     """
 
-    def __init__(self, d_model: int | None = None, n_heads: int | None = None, d_ff: int | None = None,
-                 variant: str | None = None, num_layers: int | None = None, dropout: float = 0.0,
-                 attention_dropout: float = 0.0, activation_dropout: float = 0.0, b2t_rescale_init: bool = False,
-                 *, stack: StackInfo | None = None):
+    def __init__(
+        self,
+        d_model: int | None = None,
+        n_heads: int | None = None,
+        d_ff: int | None = None,
+        variant: str | None = None,
+        num_layers: int | None = None,
+        dropout: float = 0.0,
+        attention_dropout: float = 0.0,
+        activation_dropout: float = 0.0,
+        b2t_rescale_init: bool = False,
+        *,
+        stack: StackInfo | None = None,
+    ):
         """Either the layer's own options (a stand-alone layer) or ``stack`` (a layer of a model), not both."""
-        super().__init__(_one_description("encoder", stack, d_model, n_heads, d_ff, variant, num_layers, dropout,
-                                          attention_dropout, activation_dropout, b2t_rescale_init))
+        super().__init__(
+            _one_description(
+                "encoder",
+                stack,
+                d_model,
+                n_heads,
+                d_ff,
+                variant,
+                num_layers,
+                dropout,
+                attention_dropout,
+                activation_dropout,
+                b2t_rescale_init,
+            )
+        )
         d_model, d_ff = self.d_model, self.stack.options["d_ff"]
         self.self_attn_layer_norm = self._layer_norm()
         self.fc1, self.fc2 = nn.Linear(d_model, d_ff), nn.Linear(d_ff, d_model)
@@ -98,8 +146,7 @@ class EncoderLayer(_Layer):
         self._finish()
 
     def sublayers(self, padding_mask=None, state=None) -> list[SubLayer]:
-        attention = self._attention_branch(self.self_attn, state, "encoder_self",
-                                           key_padding_mask=padding_mask)
+        attention = self._attention_branch(self.self_attn, state, "encoder_self", key_padding_mask=padding_mask)
         return [(attention, self.self_attn_layer_norm), (self._ffn_branch(), self.final_layer_norm)]
 
     def forward(self, x: torch.Tensor, padding_mask: torch.Tensor | None = None, state: dict | None = None):
@@ -116,15 +163,39 @@ class DecoderLayer(_Layer):
     also when incremental); None when nothing needs hiding beyond the causal mask.
     """
 
-    def __init__(self, d_model: int | None = None, n_heads: int | None = None, d_ff: int | None = None,
-                 variant: str | None = None, num_layers: int | None = None, dropout: float = 0.0,
-                 attention_dropout: float = 0.0, activation_dropout: float = 0.0, cross_attention: bool = True,
-                 b2t_rescale_init: bool = False, *, stack: StackInfo | None = None):
+    def __init__(
+        self,
+        d_model: int | None = None,
+        n_heads: int | None = None,
+        d_ff: int | None = None,
+        variant: str | None = None,
+        num_layers: int | None = None,
+        dropout: float = 0.0,
+        attention_dropout: float = 0.0,
+        activation_dropout: float = 0.0,
+        cross_attention: bool = True,
+        b2t_rescale_init: bool = False,
+        *,
+        stack: StackInfo | None = None,
+    ):
         """Either the layer's own options (a stand-alone layer) or ``stack`` (a layer of a model), not both; a
         stack of role ``"lm"`` (or ``cross_attention=False``) has no cross-attention."""
         role = stack.role if stack is not None else ("decoder" if cross_attention else "lm")
-        super().__init__(_one_description(role, stack, d_model, n_heads, d_ff, variant, num_layers, dropout,
-                                          attention_dropout, activation_dropout, b2t_rescale_init))
+        super().__init__(
+            _one_description(
+                role,
+                stack,
+                d_model,
+                n_heads,
+                d_ff,
+                variant,
+                num_layers,
+                dropout,
+                attention_dropout,
+                activation_dropout,
+                b2t_rescale_init,
+            )
+        )
         o = self.stack.options
         self.self_attn_layer_norm = self._layer_norm()
         self.cross_attention = self.stack.role != "lm"
@@ -135,32 +206,71 @@ class DecoderLayer(_Layer):
         self.final_layer_norm = self._layer_norm()
         self._finish()
 
-    def sublayers(self, memory=None, memory_padding_mask=None, cache=None, state=None,
-                  self_padding_mask=None) -> list[SubLayer]:
+    def sublayers(
+        self, memory=None, memory_padding_mask=None, cache=None, state=None, self_padding_mask=None
+    ) -> list[SubLayer]:
         self_cache = cache.setdefault("self", {}) if cache is not None else None
-        parts = [(self._attention_branch(self.self_attn, state, "decoder_self", causal=True,
-                                         key_padding_mask=self_padding_mask, cache=self_cache),
-                  self.self_attn_layer_norm)]
+        parts = [
+            (
+                self._attention_branch(
+                    self.self_attn,
+                    state,
+                    "decoder_self",
+                    causal=True,
+                    key_padding_mask=self_padding_mask,
+                    cache=self_cache,
+                ),
+                self.self_attn_layer_norm,
+            )
+        ]
         if self.cross_attention:
             if memory is None:
                 raise ValueError("this decoder layer has cross-attention: pass the encoder output as `memory`")
             cross_cache = cache.setdefault("cross", {}) if cache is not None else None
-            parts.append((self._attention_branch(self.encoder_attn, state, "decoder_cross",
-                                                 key_value=memory, key_padding_mask=memory_padding_mask,
-                                                 cache=cross_cache, static_kv=True),
-                          self.encoder_attn_layer_norm))
+            parts.append(
+                (
+                    self._attention_branch(
+                        self.encoder_attn,
+                        state,
+                        "decoder_cross",
+                        key_value=memory,
+                        key_padding_mask=memory_padding_mask,
+                        cache=cross_cache,
+                        static_kv=True,
+                    ),
+                    self.encoder_attn_layer_norm,
+                )
+            )
         parts.append((self._ffn_branch(), self.final_layer_norm))
         return parts
 
-    def forward(self, x: torch.Tensor, memory: torch.Tensor | None = None,
-                memory_padding_mask: torch.Tensor | None = None, cache: dict | None = None,
-                state: dict | None = None, self_padding_mask: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self,
+        x: torch.Tensor,
+        memory: torch.Tensor | None = None,
+        memory_padding_mask: torch.Tensor | None = None,
+        cache: dict | None = None,
+        state: dict | None = None,
+        self_padding_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         return self.variant.layer_forward(
-            self, x, self.sublayers(memory, memory_padding_mask, cache, state, self_padding_mask))
+            self, x, self.sublayers(memory, memory_padding_mask, cache, state, self_padding_mask)
+        )
 
 
-def _one_description(role, stack, d_model, n_heads, d_ff, variant, num_layers, dropout, attention_dropout,
-                     activation_dropout, b2t_rescale_init) -> StackInfo:
+def _one_description(
+    role,
+    stack,
+    d_model,
+    n_heads,
+    d_ff,
+    variant,
+    num_layers,
+    dropout,
+    attention_dropout,
+    activation_dropout,
+    b2t_rescale_init,
+) -> StackInfo:
     """``stack`` as it is, or a stand-alone layer's description from its own options; giving both is refused, so
     no layer receives an option twice."""
     own = (d_model, n_heads, d_ff, variant, num_layers)
@@ -170,5 +280,15 @@ def _one_description(role, stack, d_model, n_heads, d_ff, variant, num_layers, d
         return stack
     if any(v is None for v in own):
         raise TypeError("a stand-alone layer needs d_model, n_heads, d_ff, variant and num_layers")
-    return standalone_stack(role, d_model, n_heads, d_ff, variant, num_layers, dropout, attention_dropout,
-                            activation_dropout, b2t_rescale_init)
+    return standalone_stack(
+        role,
+        d_model,
+        n_heads,
+        d_ff,
+        variant,
+        num_layers,
+        dropout,
+        attention_dropout,
+        activation_dropout,
+        b2t_rescale_init,
+    )

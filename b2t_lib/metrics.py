@@ -33,6 +33,7 @@ where :math:`S, D, I` are the substituted, deleted and inserted words summed ove
 lower-cased and split on whitespace, as fairseq S2T scores LibriSpeech (its transcripts are
 lower-cased before the vocabulary is built; SentencePiece decoding gives lower-case text).
 """
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -44,8 +45,9 @@ def corpus_bleu(hypotheses: Sequence[str], references: Sequence[str]) -> float:
     import sacrebleu
 
     if len(hypotheses) != len(references):
-        raise ValueError(f"{len(hypotheses)} hypotheses but {len(references)} references; "
-                         f"they must be aligned one to one")
+        raise ValueError(
+            f"{len(hypotheses)} hypotheses but {len(references)} references; they must be aligned one to one"
+        )
     return round(sacrebleu.corpus_bleu(list(hypotheses), [list(references)]).score, 2)
 
 
@@ -53,25 +55,28 @@ def corpus_bleu(hypotheses: Sequence[str], references: Sequence[str]) -> float:
 ROUGE_TYPES = ("rouge1", "rouge2", "rougeL")
 
 
-def rouge_per_example(hypotheses: Sequence[str], references: Sequence[str], *,
-                      use_stemmer: bool = False) -> dict[str, list[float]]:
+def rouge_per_example(
+    hypotheses: Sequence[str], references: Sequence[str], *, use_stemmer: bool = False
+) -> dict[str, list[float]]:
     """F1 of ROUGE-1, ROUGE-2 and ROUGE-L for each (hypothesis, reference) pair, in [0, 1]."""
     from rouge_score import rouge_scorer
 
     if len(hypotheses) != len(references):
-        raise ValueError(f"{len(hypotheses)} hypotheses but {len(references)} references; "
-                         f"they must be aligned one to one")
+        raise ValueError(
+            f"{len(hypotheses)} hypotheses but {len(references)} references; they must be aligned one to one"
+        )
     scorer = rouge_scorer.RougeScorer(list(ROUGE_TYPES), use_stemmer=use_stemmer)
     scores: dict[str, list[float]] = {name: [] for name in ROUGE_TYPES}
     for hypothesis, reference in zip(hypotheses, references):
-        result = scorer.score(reference, hypothesis)          # rouge-score takes (target, prediction)
+        result = scorer.score(reference, hypothesis)  # rouge-score takes (target, prediction)
         for name in ROUGE_TYPES:
             scores[name].append(result[name].fmeasure)
     return scores
 
 
-def corpus_rouge(hypotheses: Sequence[str], references: Sequence[str], *,
-                 use_stemmer: bool = False) -> dict[str, float]:
+def corpus_rouge(
+    hypotheses: Sequence[str], references: Sequence[str], *, use_stemmer: bool = False
+) -> dict[str, float]:
     """``{'rouge1': R-1, 'rouge2': R-2, 'rougeL': R-L}``: mean per-example F1 times 100 (Table 3)."""
     if len(hypotheses) == 0:
         raise ValueError("no hypotheses to score")
@@ -102,9 +107,15 @@ def wer_counts(references: Sequence[str], hypotheses: Sequence[str]) -> dict:
 
     out = jiwer.process_words(references, hypotheses)
     errors = out.substitutions + out.deletions + out.insertions
-    return {"wer": 100.0 * errors / n_words, "substitutions": out.substitutions, "deletions": out.deletions,
-            "insertions": out.insertions, "hits": out.hits, "reference_words": n_words,
-            "sentences": len(references)}
+    return {
+        "wer": 100.0 * errors / n_words,
+        "substitutions": out.substitutions,
+        "deletions": out.deletions,
+        "insertions": out.insertions,
+        "hits": out.hits,
+        "reference_words": n_words,
+        "sentences": len(references),
+    }
 
 
 def word_error_rate(references: Sequence[str], hypotheses: Sequence[str]) -> float:

@@ -11,6 +11,7 @@ in place of logits; the input is then :class:`~b2t_lib.adaptive.AdaptiveInput` w
 Module and parameter names follow fairseq (``encoder.layers.{i}....``, ``encoder.layer_norm``,
 ``decoder.embed_tokens``, ...), so :mod:`b2t_lib.fairseq_compat` can load fairseq checkpoints.
 """
+
 from __future__ import annotations
 
 from typing import Callable
@@ -29,8 +30,14 @@ from .variants import StackInfo, Variant, get_variant
 def _stack_info(cfg: ModelConfig, variant: Variant, role: str, num_layers: int, encoder_layers: int) -> StackInfo:
     """The one description every layer of a stack is built from: its place in the model, every ModelConfig field
     (so a variant reads its own option, ``b2t_rescale_init``, ... with nothing copied) and the variant."""
-    return StackInfo(role=role, num_layers=num_layers, encoder_layers=encoder_layers,
-                     decoder_layers=cfg.decoder_layers, options=cfg.to_dict(), variant=variant)
+    return StackInfo(
+        role=role,
+        num_layers=num_layers,
+        encoder_layers=encoder_layers,
+        decoder_layers=cfg.decoder_layers,
+        options=cfg.to_dict(),
+        variant=variant,
+    )
 
 
 def build_encoder_input(cfg: ModelConfig) -> nn.Module:
@@ -54,7 +61,7 @@ class Encoder(nn.Module):
 
     def __init__(self, cfg: ModelConfig, embed_tokens: nn.Embedding | None, variant: Variant | None = None):
         super().__init__()
-        self.variant = variant or get_variant(cfg.variant)   # a model passes the variant it resolved once
+        self.variant = variant or get_variant(cfg.variant)  # a model passes the variant it resolved once
         self.dropout = cfg.dropout
         self.embed_tokens = embed_tokens
         self.input = build_encoder_input(cfg)
@@ -80,25 +87,38 @@ class Decoder(nn.Module):
     position is computed and the logits are (batch, 1, vocab).
     """
 
-    def __init__(self, cfg: ModelConfig, embed_tokens: nn.Embedding, cross_attention: bool = True,
-                 share_input_output: bool = True, variant: Variant | None = None):
+    def __init__(
+        self,
+        cfg: ModelConfig,
+        embed_tokens: nn.Embedding,
+        cross_attention: bool = True,
+        share_input_output: bool = True,
+        variant: Variant | None = None,
+    ):
         super().__init__()
-        self.variant = variant or get_variant(cfg.variant)   # a model passes the variant it resolved once
+        self.variant = variant or get_variant(cfg.variant)  # a model passes the variant it resolved once
         self.dropout = cfg.dropout
         self.embed_tokens = embed_tokens
         self.input = TokenInput(cfg.d_model, cfg.pad_idx, cfg.word_dropout, keep_first=True)
         role = "decoder" if cross_attention else "lm"
-        self.stack = _stack_info(cfg, self.variant, role, cfg.decoder_layers,
-                                 cfg.encoder_layers if cross_attention else 0)
+        self.stack = _stack_info(
+            cfg, self.variant, role, cfg.decoder_layers, cfg.encoder_layers if cross_attention else 0
+        )
         self.layers = nn.ModuleList(DecoderLayer(stack=self.stack) for _ in range(cfg.decoder_layers))
         final_norm = self.variant.final_norm and cfg.decoder_final_norm  # transformer_lm_wiki103: none
         self.layer_norm = nn.LayerNorm(cfg.d_model) if final_norm else None
         self.output_projection = self.adaptive_softmax = None
         if cfg.adaptive_softmax:  # the one place the adaptive softmax is built (ModelConfig checked the options)
             self.adaptive_softmax = AdaptiveSoftmax(
-                cfg.vocab_size, cfg.d_model, cfg.adaptive_cutoff, dropout=cfg.adaptive_softmax_dropout,
-                factor=cfg.adaptive_factor, adaptive_input=embed_tokens if cfg.tie_adaptive_weights else None,
-                tie_proj=cfg.tie_adaptive_proj, pad_idx=cfg.pad_idx)
+                cfg.vocab_size,
+                cfg.d_model,
+                cfg.adaptive_cutoff,
+                dropout=cfg.adaptive_softmax_dropout,
+                factor=cfg.adaptive_factor,
+                adaptive_input=embed_tokens if cfg.tie_adaptive_weights else None,
+                tie_proj=cfg.tie_adaptive_proj,
+                pad_idx=cfg.pad_idx,
+            )
         elif not share_input_output:
             self.output_projection = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
             nn.init.normal_(self.output_projection.weight, mean=0.0, std=cfg.d_model**-0.5)
@@ -155,8 +175,10 @@ class _Model(nn.Module):
         if tokens.numel():
             low, high = torch.aminmax(tokens)
             if int(low) < 0 or int(high) >= self.cfg.vocab_size:
-                raise ValueError(f"{name} holds token ids in [{int(low)}, {int(high)}], outside the vocabulary "
-                                 f"[0, {self.cfg.vocab_size}); check the dictionary and vocab_size")
+                raise ValueError(
+                    f"{name} holds token ids in [{int(low)}, {int(high)}], outside the vocabulary "
+                    f"[0, {self.cfg.vocab_size}); check the dictionary and vocab_size"
+                )
 
     #: the batch entries ``forward`` takes, in order (see :func:`forward_batch`)
     input_keys: tuple[str, ...] = ()
@@ -165,8 +187,10 @@ class _Model(nn.Module):
         """The positional arguments of ``forward`` from a batch dict (the trainer's collate format)."""
         missing = [key for key in self.input_keys if key not in batch]
         if missing:
-            raise KeyError(f"a {type(self).__name__} runs on a batch with {list(self.input_keys)}; this batch "
-                           f"lacks {missing} (it has {sorted(batch)})")
+            raise KeyError(
+                f"a {type(self).__name__} runs on a batch with {list(self.input_keys)}; this batch "
+                f"lacks {missing} (it has {sorted(batch)})"
+            )
         return tuple(batch[key] for key in self.input_keys)
 
     def prepare_for_training(self, run_forward: Callable[[], object] | dict) -> bool:
@@ -197,19 +221,26 @@ class EncoderDecoder(_Model):
         super().__init__()
         cfg.validate()
         if cfg.encoder_layers < 1:
-            raise ConfigError("an EncoderDecoder needs at least one encoder layer; use LanguageModel for a "
-                              "decoder-only model")
-        self.cfg, self.variant = cfg, get_variant(cfg.variant)   # the model's one registry look-up
+            raise ConfigError(
+                "an EncoderDecoder needs at least one encoder layer; use LanguageModel for a decoder-only model"
+            )
+        self.cfg, self.variant = cfg, get_variant(cfg.variant)  # the model's one registry look-up
         speech = cfg.encoder_input == "speech"
         if speech:
             self.input_keys = self.speech_input_keys
         # A speech encoder has no token embedding: an unused parameter would break DDP.
         encoder_embed = None if speech else build_token_embedding(cfg.vocab_size, cfg.d_model, cfg.pad_idx)
-        decoder_embed = encoder_embed if cfg.share_embeddings else build_token_embedding(
-            cfg.vocab_size, cfg.d_model, cfg.pad_idx)
+        decoder_embed = (
+            encoder_embed if cfg.share_embeddings else build_token_embedding(cfg.vocab_size, cfg.d_model, cfg.pad_idx)
+        )
         self.encoder = Encoder(cfg, encoder_embed, self.variant)
-        self.decoder = Decoder(cfg, decoder_embed, cross_attention=True,
-                               share_input_output=cfg.share_embeddings or cfg.share_decoder_io, variant=self.variant)
+        self.decoder = Decoder(
+            cfg,
+            decoder_embed,
+            cross_attention=True,
+            share_input_output=cfg.share_embeddings or cfg.share_decoder_io,
+            variant=self.variant,
+        )
         self._finish_init()
 
     def batch_inputs(self, batch: dict) -> tuple:
@@ -248,13 +279,14 @@ class LanguageModel(_Model):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         cfg.validate()
-        self.cfg, self.variant = cfg, get_variant(cfg.variant)   # the model's one registry look-up
+        self.cfg, self.variant = cfg, get_variant(cfg.variant)  # the model's one registry look-up
         if cfg.adaptive_input:  # the one place the adaptive input is built
             embed = AdaptiveInput(cfg.vocab_size, cfg.d_model, cfg.adaptive_cutoff, cfg.adaptive_factor, cfg.pad_idx)
         else:
             embed = build_token_embedding(cfg.vocab_size, cfg.d_model, cfg.pad_idx)
-        self.decoder = Decoder(cfg, embed, cross_attention=False, share_input_output=cfg.share_decoder_io,
-                               variant=self.variant)
+        self.decoder = Decoder(
+            cfg, embed, cross_attention=False, share_input_output=cfg.share_decoder_io, variant=self.variant
+        )
         self._finish_init()
 
     def forward(self, tokens: torch.Tensor, cache: dict | None = None, features_only: bool = False) -> torch.Tensor:
@@ -315,8 +347,12 @@ def scale_initial_weights(model: nn.Module, factor: float) -> None:
     adaptive softmax (head, cluster and tail matrices), which are its embedding and output layer.
     """
     decoder = model.decoder
-    kept = {id(m) for part in (decoder.output_projection, decoder.adaptive_softmax, decoder.embed_tokens)
-            if part is not None for m in part.modules()}
+    kept = {
+        id(m)
+        for part in (decoder.output_projection, decoder.adaptive_softmax, decoder.embed_tokens)
+        if part is not None
+        for m in part.modules()
+    }
     with torch.no_grad():
         for module in model.modules():
             if isinstance(module, nn.Linear) and id(module) not in kept:

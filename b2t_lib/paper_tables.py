@@ -25,6 +25,7 @@ task                   tables     metrics read                                  
   failed", with a footnote marker; the footnotes under the table say which kind of failure and its
   numbers.
 """
+
 from __future__ import annotations
 
 import json
@@ -50,90 +51,143 @@ class PaperTable:
         return None if row is None else row[self.columns.index(column)]
 
 
-_T1 = PaperTable(1, "BLEU scores of each method on WMT newstest2010-2016 and their averages", NEWSTEST, {
-    "6L-6L": {
-        "post_ln": [24.27, 22.06, 22.43, 26.11, 27.13, 29.70, 34.40, 26.59],
-        "pre_ln": [24.03, 21.77, 22.08, 25.63, 26.27, 29.07, 33.84, 26.10],
-        "dlcl": [23.94, 22.00, 22.24, 26.11, 27.37, 29.71, 34.26, 26.52],
-        "admin": [24.32, 21.79, 22.17, 26.26, 27.14, 29.61, 34.12, 26.49],
-        "tfixup": [24.09, 21.98, 22.04, 25.96, 26.92, 29.45, 34.56, 26.43],
-        "realformer": [24.18, 22.02, 22.17, 26.02, 26.98, 29.36, 34.15, 26.41],
-        "deepnet": [24.08, 21.76, 22.09, 25.90, 26.85, 29.62, 34.39, 26.38],
-        "b2t": [24.12, 21.93, 22.29, 26.31, 26.84, 29.48, 34.73, 26.53],
+_T1 = PaperTable(
+    1,
+    "BLEU scores of each method on WMT newstest2010-2016 and their averages",
+    NEWSTEST,
+    {
+        "6L-6L": {
+            "post_ln": [24.27, 22.06, 22.43, 26.11, 27.13, 29.70, 34.40, 26.59],
+            "pre_ln": [24.03, 21.77, 22.08, 25.63, 26.27, 29.07, 33.84, 26.10],
+            "dlcl": [23.94, 22.00, 22.24, 26.11, 27.37, 29.71, 34.26, 26.52],
+            "admin": [24.32, 21.79, 22.17, 26.26, 27.14, 29.61, 34.12, 26.49],
+            "tfixup": [24.09, 21.98, 22.04, 25.96, 26.92, 29.45, 34.56, 26.43],
+            "realformer": [24.18, 22.02, 22.17, 26.02, 26.98, 29.36, 34.15, 26.41],
+            "deepnet": [24.08, 21.76, 22.09, 25.90, 26.85, 29.62, 34.39, 26.38],
+            "b2t": [24.12, 21.93, 22.29, 26.31, 26.84, 29.48, 34.73, 26.53],
+        },
+        "18L-18L": {
+            "post_ln": None,
+            "pre_ln": [24.07, 21.98, 22.40, 26.28, 27.36, 29.74, 34.16, 26.57],
+            "dlcl": [24.20, 22.51, 22.83, 26.59, 27.97, 30.24, 33.98, 26.90],
+            "admin": [24.56, 22.17, 22.62, 26.48, 27.99, 30.35, 33.88, 26.86],
+            "tfixup": [24.45, 22.29, 22.76, 26.57, 27.71, 30.13, 34.69, 26.94],
+            "realformer": [24.32, 22.42, 22.68, 26.59, 28.58, 30.36, 33.71, 26.95],
+            "deepnet": [24.70, 22.40, 22.92, 26.85, 28.21, 30.60, 34.25, 27.13],
+            "b2t": [24.62, 22.51, 22.86, 26.74, 28.48, 30.99, 34.93, 27.30],
+        },
     },
-    "18L-18L": {
-        "post_ln": None,
-        "pre_ln": [24.07, 21.98, 22.40, 26.28, 27.36, 29.74, 34.16, 26.57],
-        "dlcl": [24.20, 22.51, 22.83, 26.59, 27.97, 30.24, 33.98, 26.90],
-        "admin": [24.56, 22.17, 22.62, 26.48, 27.99, 30.35, 33.88, 26.86],
-        "tfixup": [24.45, 22.29, 22.76, 26.57, 27.71, 30.13, 34.69, 26.94],
-        "realformer": [24.32, 22.42, 22.68, 26.59, 28.58, 30.36, 33.71, 26.95],
-        "deepnet": [24.70, 22.40, 22.92, 26.85, 28.21, 30.60, 34.25, 27.13],
-        "b2t": [24.62, 22.51, 22.86, 26.74, 28.48, 30.99, 34.93, 27.30],
-    },
-})
+)
 
-_T2 = PaperTable(2, "BLEU scores on WMT newstest2010-2016 in the 100L-100L configuration", NEWSTEST, {
-    "100L-100L": {
-        "post_ln": None,
-        "pre_ln": [24.81, 22.67, 23.15, 26.98, 28.42, 30.50, 34.53, 27.29],
-        "b2t": [25.26, 23.27, 23.72, 27.50, 29.33, 31.57, 35.37, 28.00],
+_T2 = PaperTable(
+    2,
+    "BLEU scores on WMT newstest2010-2016 in the 100L-100L configuration",
+    NEWSTEST,
+    {
+        "100L-100L": {
+            "post_ln": None,
+            "pre_ln": [24.81, 22.67, 23.15, 26.98, 28.42, 30.50, 34.53, 27.29],
+            "b2t": [25.26, 23.27, 23.72, 27.50, 29.33, 31.57, 35.37, 28.00],
+        },
     },
-})
+)
 
-_T3 = PaperTable(3, "F1 ROUGE-1, 2 and L on headline generation (Rush et al. 2015)", ["R-1", "R-2", "R-L"], {
-    "6L-6L": {
-        "post_ln": [38.57, 19.37, 35.79], "pre_ln": [38.27, 19.29, 35.39],
-        "dlcl": [38.13, 18.49, 35.00], "admin": [37.96, 18.93, 35.05],
-        "tfixup": [38.11, 19.13, 35.32], "realformer": [38.30, 19.32, 35.46],
-        "deepnet": [38.27, 18.89, 35.34], "b2t": [38.43, 19.37, 35.72],
+_T3 = PaperTable(
+    3,
+    "F1 ROUGE-1, 2 and L on headline generation (Rush et al. 2015)",
+    ["R-1", "R-2", "R-L"],
+    {
+        "6L-6L": {
+            "post_ln": [38.57, 19.37, 35.79],
+            "pre_ln": [38.27, 19.29, 35.39],
+            "dlcl": [38.13, 18.49, 35.00],
+            "admin": [37.96, 18.93, 35.05],
+            "tfixup": [38.11, 19.13, 35.32],
+            "realformer": [38.30, 19.32, 35.46],
+            "deepnet": [38.27, 18.89, 35.34],
+            "b2t": [38.43, 19.37, 35.72],
+        },
+        "18L-18L": {
+            "post_ln": None,
+            "pre_ln": [38.97, 19.94, 35.99],
+            "dlcl": [38.25, 19.44, 35.57],
+            "admin": [39.10, 20.08, 36.30],
+            "tfixup": [39.15, 19.97, 36.34],
+            "realformer": [39.22, 20.12, 36.49],
+            "deepnet": [39.27, 19.97, 36.41],
+            "b2t": [39.61, 20.28, 36.66],
+        },
     },
-    "18L-18L": {
-        "post_ln": None, "pre_ln": [38.97, 19.94, 35.99],
-        "dlcl": [38.25, 19.44, 35.57], "admin": [39.10, 20.08, 36.30],
-        "tfixup": [39.15, 19.97, 36.34], "realformer": [39.22, 20.12, 36.49],
-        "deepnet": [39.27, 19.97, 36.41], "b2t": [39.61, 20.28, 36.66],
+)
+
+_T4 = PaperTable(
+    4,
+    "Perplexities on WikiText-103",
+    ["Valid", "Test"],
+    {
+        "6L": {"post_ln": [20.24, 21.22], "pre_ln": [20.98, 21.93], "b2t": [20.50, 21.47]},
+        "16L": {"post_ln": None, "pre_ln": [18.53, 19.24], "b2t": [18.38, 19.20]},
     },
-})
+    higher_is_better=False,
+)
 
-_T4 = PaperTable(4, "Perplexities on WikiText-103", ["Valid", "Test"], {
-    "6L": {"post_ln": [20.24, 21.22], "pre_ln": [20.98, 21.93], "b2t": [20.50, 21.47]},
-    "16L": {"post_ln": None, "pre_ln": [18.53, 19.24], "b2t": [18.38, 19.20]},
-}, higher_is_better=False)
-
-_T5 = PaperTable(5, "Word error rates on LibriSpeech",
-                 ["Dev clean", "Dev other", "Test clean", "Test other"], {
-    "6L-6L": {"post_ln": [3.78, 8.76, 4.19, 8.74], "pre_ln": [3.89, 9.69, 4.22, 9.65],
-              "b2t": [3.69, 8.97, 3.86, 8.94]},
-    "12L-6L": {"post_ln": None, "pre_ln": [3.21, 7.91, 3.49, 8.22], "b2t": [3.26, 7.74, 3.48, 7.68]},
-}, higher_is_better=False)
+_T5 = PaperTable(
+    5,
+    "Word error rates on LibriSpeech",
+    ["Dev clean", "Dev other", "Test clean", "Test other"],
+    {
+        "6L-6L": {
+            "post_ln": [3.78, 8.76, 4.19, 8.74],
+            "pre_ln": [3.89, 9.69, 4.22, 9.65],
+            "b2t": [3.69, 8.97, 3.86, 8.94],
+        },
+        "12L-6L": {"post_ln": None, "pre_ln": [3.21, 7.91, 3.49, 8.22], "b2t": [3.26, 7.74, 3.48, 7.68]},
+    },
+    higher_is_better=False,
+)
 
 # Note: the paper's Table 8 gives B2T 18L-18L as 27.33 on average, Table 1 as 27.30; both kept as printed.
-_T8 = PaperTable(8, "BLEU of B2T with and without LayerNorm on WMT newstest2010-2016", NEWSTEST, {
-    "6L-6L": {
-        "b2t": [24.12, 21.93, 22.29, 26.31, 26.84, 29.48, 34.73, 26.53],
-        "b2t_no_ln": [24.17, 22.07, 22.24, 25.83, 26.96, 29.70, 34.42, 26.48],
+_T8 = PaperTable(
+    8,
+    "BLEU of B2T with and without LayerNorm on WMT newstest2010-2016",
+    NEWSTEST,
+    {
+        "6L-6L": {
+            "b2t": [24.12, 21.93, 22.29, 26.31, 26.84, 29.48, 34.73, 26.53],
+            "b2t_no_ln": [24.17, 22.07, 22.24, 25.83, 26.96, 29.70, 34.42, 26.48],
+        },
+        "18L-18L": {
+            "b2t": [24.75, 22.88, 23.09, 27.12, 28.82, 30.99, 33.64, 27.33],
+            "b2t_no_ln": [24.47, 22.37, 22.58, 27.04, 28.34, 30.49, 34.38, 27.10],
+        },
     },
-    "18L-18L": {
-        "b2t": [24.75, 22.88, 23.09, 27.12, 28.82, 30.99, 33.64, 27.33],
-        "b2t_no_ln": [24.47, 22.37, 22.58, 27.04, 28.34, 30.49, 34.38, 27.10],
-    },
-})
+)
 
-_T9 = PaperTable(9, "ROUGE of B2T with and without LayerNorm on headline generation", ["R-1", "R-2", "R-L"], {
-    "6L-6L": {"b2t": [38.43, 19.37, 35.72], "b2t_no_ln": [38.63, 19.75, 35.77]},
-    "18L-18L": {"b2t": [39.61, 20.28, 36.66], "b2t_no_ln": [39.29, 20.01, 36.48]},
-})
+_T9 = PaperTable(
+    9,
+    "ROUGE of B2T with and without LayerNorm on headline generation",
+    ["R-1", "R-2", "R-L"],
+    {
+        "6L-6L": {"b2t": [38.43, 19.37, 35.72], "b2t_no_ln": [38.63, 19.75, 35.77]},
+        "18L-18L": {"b2t": [39.61, 20.28, 36.66], "b2t_no_ln": [39.29, 20.01, 36.48]},
+    },
+)
 
 PAPER_TABLES: dict[int, PaperTable] = {t.number: t for t in (_T1, _T2, _T3, _T4, _T5, _T8, _T9)}
 
 # Table 7 (and A.2): GPUs and hours for one model in the paper (NVIDIA P100; 100L-100L on V100).
 PAPER_COMPUTE = {
-    ("mt", "6L-6L"): (128, 5), ("mt", "18L-18L"): (128, 13), ("mt", "100L-100L"): (24, 120),
-    ("summarization", "6L-6L"): (64, 4), ("summarization", "18L-18L"): (144, 17),
-    ("lm", "6L"): (128, 4), ("lm", "16L"): (192, 7),
-    ("asr", "6L-6L"): (32, 22), ("asr", "12L-6L"): (32, 34),
+    ("mt", "6L-6L"): (128, 5),
+    ("mt", "18L-18L"): (128, 13),
+    ("mt", "100L-100L"): (24, 120),
+    ("summarization", "6L-6L"): (64, 4),
+    ("summarization", "18L-18L"): (144, 17),
+    ("lm", "6L"): (128, 4),
+    ("lm", "16L"): (192, 7),
+    ("asr", "6L-6L"): (32, 22),
+    ("asr", "12L-6L"): (32, 34),
 }
+
 
 def method_label(method: str) -> str:
     """A table row's label: the variant's one label (:attr:`b2t_lib.variants.Variant.title`)."""
@@ -155,8 +209,8 @@ def _fmt(value) -> str:
 
 # ---------------------------------------------------------------------- our rows, from result.json
 TABLE_TASKS = {1: "mt", 2: "mt", 8: "mt", 3: "summarization", 9: "summarization", 4: "lm", 5: "asr"}
-ROUGE_KEYS = ("rouge1", "rouge2", "rougeL")                       # Tables 3 and 9: R-1, R-2, R-L
-LM_KEYS = ("valid_ppl", "test_ppl")                                # Table 4: Valid, Test
+ROUGE_KEYS = ("rouge1", "rouge2", "rougeL")  # Tables 3 and 9: R-1, R-2, R-L
+LM_KEYS = ("valid_ppl", "test_ppl")  # Table 4: Valid, Test
 ASR_SPLITS = ("dev_clean", "dev_other", "test_clean", "test_other")  # Table 5's columns, in order
 
 
@@ -166,6 +220,7 @@ class FailedRun:
 
     ``kind`` is ``"stalled"`` or ``"diverged"`` (None when unknown, e.g. a hand-written row).
     """
+
     kind: str | None = None
     note: str | None = None
 
@@ -235,8 +290,9 @@ def read_results(paths) -> list[dict]:
         try:
             found.append(json.loads(path.read_text()))
         except (json.JSONDecodeError, UnicodeDecodeError) as err:
-            raise ValueError(f"{path} is not a readable result record ({err}); remove it or train the run "
-                             f"again") from None
+            raise ValueError(
+                f"{path} is not a readable result record ({err}); remove it or train the run again"
+            ) from None
     return found
 
 
@@ -244,7 +300,7 @@ def collect_results(paths, table: int | None = None, task: str | None = None) ->
     """``{section: {variant: row}}`` of the runs in ``paths`` (folders or ``result.json`` files; missing
     ones are skipped) that belong to ``task``, or to the task of paper ``table`` (all runs if neither)."""
     if table is not None:
-        paper_table(table)              # an unknown table number is a KeyError naming the known ones
+        paper_table(table)  # an unknown table number is a KeyError naming the known ones
         task = TABLE_TASKS[table]
     ours: dict[str, dict[str, object]] = {}
     for result in read_results(paths):
@@ -267,8 +323,7 @@ def _cells(row, columns: list[str], width: int) -> str:
     return "".join(f"{_fmt(v):>{width}}" for v in values)
 
 
-def render_table(number: int, ours: dict[str, dict[str, object]] | None = None,
-                 ours_label: str = "ours") -> str:
+def render_table(number: int, ours: dict[str, dict[str, object]] | None = None, ours_label: str = "ours") -> str:
     """Plain-text layout of paper table ``number``; ``ours[section][method]`` adds our row below
     the paper's: a list of values in the table's columns, a dict ``{column: value}`` (a column the
     paper does not have is added at the right), a :class:`FailedRun` or ``"failed"`` ("Training
@@ -284,7 +339,7 @@ def render_table(number: int, ours: dict[str, dict[str, object]] | None = None,
     width = max(8, max(len(c) for c in columns) + 1)
     head = f"{'Method':<28}" + "".join(f"{c:>{width}}" for c in columns)
     lines = [f"Table {table.number}: {table.title}", head, "-" * len(head)]
-    notes: dict[str, str] = {}          # footnote text -> its marker
+    notes: dict[str, str] = {}  # footnote text -> its marker
     for section in list(table.sections) + [s for s in ours if s not in table.sections]:
         lines.append(f"Enc-Dec: {section}" if "-" in section else f"Dec: {section}")
         paper_rows = table.sections.get(section, {})

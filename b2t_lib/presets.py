@@ -25,6 +25,7 @@ recipe, data preparation, decoding, checkpoint averaging, the launcher's queue a
 as at the scale; the data sets are miniature copies of the real sources
 (:data:`REHEARSAL_SOURCES`, :mod:`b2t_lib.data.miniature`), so evaluation sets are a few dozen examples.
 """
+
 from __future__ import annotations
 
 import copy
@@ -46,43 +47,83 @@ _MT_DECODING = dict(beam=4, lenpen=0.6)
 # loss (adaptive_loss) has no label smoothing; the last checkpoint is evaluated (the paper mentions checkpoint
 # averaging for no LM).
 _LM = dict(
-    encoder_layers=0, share_decoder_io=False, decoder_final_norm=False, label_smoothing=0.0,
-    adaptive_input=True, adaptive_softmax=True, adaptive_softmax_dropout=0.2, tie_adaptive_weights=True,
-    tie_adaptive_proj=True, average_last=1, keep_last=2,
+    encoder_layers=0,
+    share_decoder_io=False,
+    decoder_final_norm=False,
+    label_smoothing=0.0,
+    adaptive_input=True,
+    adaptive_softmax=True,
+    adaptive_softmax_dropout=0.2,
+    tie_adaptive_weights=True,
+    tie_adaptive_proj=True,
+    average_last=1,
+    keep_last=2,
 )
 # Speech recognition at every scale (docs/methods.md §3.5): the S2T encoder input, no encoder embedding (so
 # nothing to share with it), no label smoothing, clip 10; decoding is fairseq-generate's default (beam 5,
 # lenpen 1, length limit 0 * frames + 200: src_len counts frames, so a text-style a=1.2 would allow thousands).
 _SPEECH = dict(encoder_input="speech", share_embeddings=False, label_smoothing=0.0, clip_norm=10.0)
-_S2T_DROPOUT = dict(dropout=0.15, attention_dropout=0.15, activation_dropout=0.15)   # T-Md: 0.15 everywhere
+_S2T_DROPOUT = dict(dropout=0.15, attention_dropout=0.15, activation_dropout=0.15)  # T-Md: 0.15 everywhere
 # The CPU-sized model of every tiny preset.
-_TINY = dict(d_model=64, n_heads=4, d_ff=256, lr=2e-3, average_last=1, keep_last=2, divergence_patience=50,
-             log_interval=10, threads=1)
+_TINY = dict(
+    d_model=64,
+    n_heads=4,
+    d_ff=256,
+    lr=2e-3,
+    average_last=1,
+    keep_last=2,
+    divergence_patience=50,
+    log_interval=10,
+    threads=1,
+)
 
 _PRESETS: dict[tuple[str, str], dict] = {
     # ---------------------------------------------------------------- machine translation
     ("mt", "full"): dict(
-        _MT_DECODING, dropout=0.3, warmup_updates=4000, max_update=50000, max_tokens=3584,
-        tokens_per_update=3584 * 128,          # 8 GPUs x update-freq 16 in the README: ~459K tokens
-        data="data/wmt14_en_de", eval_batch_size=128,
+        _MT_DECODING,
+        dropout=0.3,
+        warmup_updates=4000,
+        max_update=50000,
+        max_tokens=3584,
+        tokens_per_update=3584 * 128,  # 8 GPUs x update-freq 16 in the README: ~459K tokens
+        data="data/wmt14_en_de",
+        eval_batch_size=128,
         # The official recipe averages the last 10 *epoch* checkpoints (docs/methods.md §1.8): save at
         # every epoch end (a few hundred updates of WMT'14 at this batch), keep and average the last 10.
-        save_interval=0, save_interval_epochs=1, log_interval=100, valid_interval=1000,
+        save_interval=0,
+        save_interval_epochs=1,
+        log_interval=100,
+        valid_interval=1000,
     ),
     ("mt", "small"): dict(
-        _MT_DECODING, dropout=0.3, warmup_updates=4000, max_update=20000, max_tokens=8192,
-        tokens_per_update=65536,               # 1/7 of the paper's batch, one GPU
-        data="data/wmt14_en_de_1m", eval_batch_size=128,
-        log_interval=100, valid_interval=1000, save_interval=1000,
+        _MT_DECODING,
+        dropout=0.3,
+        warmup_updates=4000,
+        max_update=20000,
+        max_tokens=8192,
+        tokens_per_update=65536,  # 1/7 of the paper's batch, one GPU
+        data="data/wmt14_en_de_1m",
+        eval_batch_size=128,
+        log_interval=100,
+        valid_interval=1000,
+        save_interval=1000,
     ),
     ("mt", "tiny"): dict(
         # Tuned so that 6L-6L B2T reaches test BLEU >= 50 on the synthetic task within a few
         # minutes on 2 CPU cores (see benchmarks/RESULTS.md for the measurement). The synthetic sentences
         # are short: the search stops at 1.2 * src_len + 10 tokens.
-        _TINY, **_MT_DECODING, max_len_a=1.2, max_len_b=10,
-        warmup_updates=150, max_update=1000, max_tokens=1024,
-        data="data/synthetic_mt", synthetic_train_pairs=20000, eval_batch_size=250,
-        valid_interval=250, save_interval=500,
+        _TINY,
+        **_MT_DECODING,
+        max_len_a=1.2,
+        max_len_b=10,
+        warmup_updates=150,
+        max_update=1000,
+        max_tokens=1024,
+        data="data/synthetic_mt",
+        synthetic_train_pairs=20000,
+        eval_batch_size=250,
+        valid_interval=250,
+        save_interval=500,
     ),
     # ---------------------------------------------------------------- summarization (Table 6 col. 2)
     # Headline decoding: the paper and the official READMEs (takase/b2t_connection, takase/rethink_perturbations)
@@ -91,24 +132,44 @@ _PRESETS: dict[tuple[str, str], dict] = {
     # defaults (min_len 1, max_len_a 0, max_len_b 200): the field defaults, at every scale (the synthetic
     # headlines have at most 14 BPE tokens). Articles are single sentences and were not truncated.
     ("summarization", "full"): dict(
-        dropout=0.3, warmup_updates=4000, max_update=50000, max_tokens=3584,
-        tokens_per_update=3584 * 128,          # not stated in the paper; MT's batch
-        data="data/gigaword", eval_batch_size=128,
+        dropout=0.3,
+        warmup_updates=4000,
+        max_update=50000,
+        max_tokens=3584,
+        tokens_per_update=3584 * 128,  # not stated in the paper; MT's batch
+        data="data/gigaword",
+        eval_batch_size=128,
         # As for MT: a checkpoint at every epoch end (fairseq's default; a few hundred updates of Gigaword at
         # this batch), the last 10 kept and averaged for decoding, as takase/control-length does.
-        save_interval=0, save_interval_epochs=1, log_interval=100, valid_interval=1000,
+        save_interval=0,
+        save_interval_epochs=1,
+        log_interval=100,
+        valid_interval=1000,
     ),
     ("summarization", "small"): dict(
-        dropout=0.3, warmup_updates=4000, max_update=20000, max_tokens=8192, tokens_per_update=65536,
-        data="data/gigaword_small", eval_batch_size=128,
-        log_interval=100, valid_interval=1000, save_interval=1000,
+        dropout=0.3,
+        warmup_updates=4000,
+        max_update=20000,
+        max_tokens=8192,
+        tokens_per_update=65536,
+        data="data/gigaword_small",
+        eval_batch_size=128,
+        log_interval=100,
+        valid_interval=1000,
+        save_interval=1000,
     ),
     ("summarization", "tiny"): dict(
         # Tuned so that 6L-6L B2T reaches test ROUGE-1 >= 60 on the synthetic headlines within 3 minutes
         # on 2 CPU cores (benchmarks/RESULTS.md). One thread: two on a shared 2-core machine ran 10x slower.
-        _TINY, warmup_updates=150, max_update=800, max_tokens=1024,
-        data="data/synthetic_summarization", synthetic_train_pairs=20000, eval_batch_size=250,
-        valid_interval=200, save_interval=400,
+        _TINY,
+        warmup_updates=150,
+        max_update=800,
+        max_tokens=1024,
+        data="data/synthetic_summarization",
+        synthetic_train_pairs=20000,
+        eval_batch_size=250,
+        valid_interval=200,
+        save_interval=400,
     ),
     # ---------------------------------------------------------------- language model (Table 6 col. 3)
     # The adaptive-input Transformer of Baevski & Auli (fairseq transformer_lm_wiki103, _LM above) on
@@ -122,17 +183,40 @@ _PRESETS: dict[tuple[str, str], dict] = {
     # Perplexity uses context_window 512 (fairseq's adaptive-input README of that time evaluates
     # with 512 new tokens per block: --context-window 2560 at 3072; see b2t_lib/train/lm_task.py).
     ("lm", "full"): dict(
-        _LM, d_model=1024, d_ff=4096, dropout=0.3, attention_dropout=0.1, activation_dropout=0.1,
-        warmup_updates=2000, max_update=50000, max_tokens=1024, tokens_per_update=1024 * 128, context_window=512,
-        data="data/wikitext103", eval_batch_size=16,
-        log_interval=100, valid_interval=1000, save_interval=1000,
+        _LM,
+        d_model=1024,
+        d_ff=4096,
+        dropout=0.3,
+        attention_dropout=0.1,
+        activation_dropout=0.1,
+        warmup_updates=2000,
+        max_update=50000,
+        max_tokens=1024,
+        tokens_per_update=1024 * 128,
+        context_window=512,
+        data="data/wikitext103",
+        eval_batch_size=16,
+        log_interval=100,
+        valid_interval=1000,
+        save_interval=1000,
     ),
     ("lm", "small"): dict(
-        _LM, d_model=1024, d_ff=4096, dropout=0.3, attention_dropout=0.1, activation_dropout=0.1,
-        warmup_updates=2000, max_update=20000, max_tokens=4096,
-        tokens_per_update=32768, context_window=512,   # 1/4 of the paper's batch, one GPU
-        data="data/wikitext103", eval_batch_size=16,
-        log_interval=100, valid_interval=1000, save_interval=1000,
+        _LM,
+        d_model=1024,
+        d_ff=4096,
+        dropout=0.3,
+        attention_dropout=0.1,
+        activation_dropout=0.1,
+        warmup_updates=2000,
+        max_update=20000,
+        max_tokens=4096,
+        tokens_per_update=32768,
+        context_window=512,  # 1/4 of the paper's batch, one GPU
+        data="data/wikitext103",
+        eval_batch_size=16,
+        log_interval=100,
+        valid_interval=1000,
+        save_interval=1000,
     ),
     ("lm", "tiny"): dict(
         # The synthetic corpus (b2t_lib.data.synthetic_lm: 1M training tokens, 6,352 ids) with small
@@ -140,10 +224,21 @@ _PRESETS: dict[tuple[str, str], dict] = {
         # 32, 16) instead of 4 (64, 16, 4): at d_model 64 factor 4 leaves the rarest band 4
         # dimensions, and it learns worse (benchmarks/RESULTS.md, "Language model at tiny scale").
         # One thread: d 64 gains little from a second, and loses 10x when the cores are shared.
-        _LM, **_TINY, adaptive_cutoff=(200, 1000), adaptive_factor=2.0, adaptive_softmax_dropout=0.1,
-        warmup_updates=100, max_update=800, max_tokens=1024, tokens_per_sample=256, context_window=128,
-        data="data/synthetic_lm", synthetic_train_pairs=1_000_000, eval_batch_size=64,
-        valid_interval=200, save_interval=400,
+        _LM,
+        **_TINY,
+        adaptive_cutoff=(200, 1000),
+        adaptive_factor=2.0,
+        adaptive_softmax_dropout=0.1,
+        warmup_updates=100,
+        max_update=800,
+        max_tokens=1024,
+        tokens_per_sample=256,
+        context_window=128,
+        data="data/synthetic_lm",
+        synthetic_train_pairs=1_000_000,
+        eval_batch_size=64,
+        valid_interval=200,
+        save_interval=400,
     ),
     # ---------------------------------------------------------------- ASR (Table 6 col. 4, docs/methods.md §3.5)
     # fairseq S2T Transformer (Wang et al. 2020) "T-Md": d 512, FFN 2048, 8 heads, dropout 0.15 everywhere,
@@ -152,19 +247,34 @@ _PRESETS: dict[tuple[str, str], dict] = {
     # 150K updates, 40K frames per GPU x 32 GPUs; clip 10. No label smoothing: the S2T LibriSpeech recipe passes
     # no --label-smoothing (criterion default 0; docs/methods.md §3.5). The last 10 epoch checkpoints averaged.
     ("asr", "full"): dict(
-        _SPEECH, **_S2T_DROPOUT,
-        warmup_updates=4000, max_update=150000, max_tokens=40000, tokens_per_update=40000 * 32,
-        data="data/librispeech", eval_batch_size=64,
-        save_interval=0, save_interval_epochs=1,   # ~270 updates per epoch of 960 h at this batch
-        log_interval=100, valid_interval=2000,
+        _SPEECH,
+        **_S2T_DROPOUT,
+        warmup_updates=4000,
+        max_update=150000,
+        max_tokens=40000,
+        tokens_per_update=40000 * 32,
+        data="data/librispeech",
+        eval_batch_size=64,
+        save_interval=0,
+        save_interval_epochs=1,  # ~270 updates per epoch of 960 h at this batch
+        log_interval=100,
+        valid_interval=2000,
     ),
     # One GPU on train_clean_100 (100 h, ~36M frames): 160K frames per update (update-freq 4 at 40K
     # frames), ~225 updates per epoch, 20K updates (~90 epochs); epoch checkpoints as at full.
     ("asr", "small"): dict(
-        _SPEECH, **_S2T_DROPOUT,
-        warmup_updates=4000, max_update=20000, max_tokens=40000, tokens_per_update=160000,
-        data="data/librispeech_100h", eval_batch_size=64,
-        save_interval=0, save_interval_epochs=1, log_interval=100, valid_interval=1000,
+        _SPEECH,
+        **_S2T_DROPOUT,
+        warmup_updates=4000,
+        max_update=20000,
+        max_tokens=40000,
+        tokens_per_update=160000,
+        data="data/librispeech_100h",
+        eval_batch_size=64,
+        save_interval=0,
+        save_interval_epochs=1,
+        log_interval=100,
+        valid_interval=1000,
     ),
     # The synthetic spoken-word corpus (b2t_lib.data.synthetic_speech: 2,000 training utterances of
     # about 1.3 s). SpecAugment keeps ld's masks but with time masks under T=10 frames: ld's T=100
@@ -172,10 +282,18 @@ _PRESETS: dict[tuple[str, str], dict] = {
     # T=100 the 6L-6L model reached only ~55 % WER where T=10 gives ~2 % (benchmarks/RESULTS.md section 7).
     # Tuned so that 6L-6L B2T ends well under 30 % WER within 4 minutes on 2 cores (benchmarks/RESULTS.md).
     ("asr", "tiny"): dict(
-        _SPEECH, **_TINY, conv_channels=256, specaug_time_width=10,
-        warmup_updates=150, max_update=800, max_tokens=4000,
-        data="data/synthetic_asr", synthetic_train_pairs=2000, eval_batch_size=100,
-        valid_interval=200, save_interval=400,
+        _SPEECH,
+        **_TINY,
+        conv_channels=256,
+        specaug_time_width=10,
+        warmup_updates=150,
+        max_update=800,
+        max_tokens=4000,
+        data="data/synthetic_asr",
+        synthetic_train_pairs=2000,
+        eval_batch_size=100,
+        valid_interval=200,
+        save_interval=400,
     ),
 }
 
@@ -185,13 +303,13 @@ _PRESETS: dict[tuple[str, str], dict] = {
 # were chosen, with the measurements behind them: benchmarks/RESULTS.md, "The stall rule's margin and deadline".
 _STALL_RULE: dict[tuple[str, str], dict] = {
     **{(task, "tiny"): dict(stall_margin=0.5, stall_deadline=400) for task, _ in _PRESETS},
-    ("mt", "small"): dict(stall_margin=1.0, stall_deadline=8000),             # 2 x warmup 4000
+    ("mt", "small"): dict(stall_margin=1.0, stall_deadline=8000),  # 2 x warmup 4000
     ("mt", "full"): dict(stall_margin=1.0, stall_deadline=8000),
     ("summarization", "small"): dict(stall_margin=1.0, stall_deadline=8000),  # 2 x warmup 4000
     ("summarization", "full"): dict(stall_margin=1.0, stall_deadline=8000),
-    ("lm", "small"): dict(stall_margin=1.0, stall_deadline=4000),             # 2 x warmup 2000
+    ("lm", "small"): dict(stall_margin=1.0, stall_deadline=4000),  # 2 x warmup 2000
     ("lm", "full"): dict(stall_margin=1.0, stall_deadline=4000),
-    ("asr", "small"): dict(stall_margin=1.0, stall_deadline=8000),            # 2 x warmup 4000
+    ("asr", "small"): dict(stall_margin=1.0, stall_deadline=8000),  # 2 x warmup 4000
     ("asr", "full"): dict(stall_margin=1.0, stall_deadline=8000),
 }
 
@@ -218,8 +336,9 @@ DATA_PREPARATION: dict[tuple[str, str], dict] = {
     ("summarization", "full"): dict(),
     ("lm", "small"): dict(),
     ("lm", "full"): dict(),
-    ("asr", "small"): dict(splits=("train.clean.100", "validation.clean", "validation.other", "test.clean",
-                                   "test.other")),   # = data.speech_sources.SMALL_HUB_SPLITS (tested)
+    ("asr", "small"): dict(
+        splits=("train.clean.100", "validation.clean", "validation.other", "test.clean", "test.other")
+    ),  # = data.speech_sources.SMALL_HUB_SPLITS (tested)
     ("asr", "full"): dict(),
 }
 
@@ -235,16 +354,26 @@ DATA_PREPARATION: dict[tuple[str, str], dict] = {
 # decoding or metric would ever run at small/full; the rehearsal's runs end before the scale's deadline
 # (not judged) and are evaluated, and tests/test_rehearsal.py proves the stall path at small and full.
 REHEARSAL_SIZES: dict[str, dict] = {
-    "*": dict(d_model=16, n_heads=2, d_ff=32, max_update=8, warmup_updates=4, log_interval=2, valid_interval=4,
-              save_interval=4, max_len_b=24),
+    "*": dict(
+        d_model=16,
+        n_heads=2,
+        d_ff=32,
+        max_update=8,
+        warmup_updates=4,
+        log_interval=2,
+        valid_interval=4,
+        save_interval=4,
+        max_len_b=24,
+    ),
     "mt": dict(max_tokens=128, tokens_per_update=512),
     "summarization": dict(max_tokens=128, tokens_per_update=512),
     # the miniature WikiText's bands must fit its vocabulary (506 words, REHEARSAL_SOURCES)
-    "lm": dict(max_tokens=128, tokens_per_update=512, tokens_per_sample=64, context_window=32,
-               adaptive_cutoff=(100, 300)),
-    "asr": dict(max_tokens=1000, tokens_per_update=4000, conv_channels=32),   # frames: 10 s of audio per batch
+    "lm": dict(
+        max_tokens=128, tokens_per_update=512, tokens_per_sample=64, context_window=32, adaptive_cutoff=(100, 300)
+    ),
+    "asr": dict(max_tokens=1000, tokens_per_update=4000, conv_channels=32),  # frames: 10 s of audio per batch
 }
-REHEARSAL_THREADS = 1   # each CPU process that stands in for a GPU computes on one thread (2 of them share 2 cores)
+REHEARSAL_THREADS = 1  # each CPU process that stands in for a GPU computes on one thread (2 of them share 2 cores)
 
 # The miniature copies of the real sources that the rehearsal's downloads read (b2t_lib.data.miniature builds
 # them in the Hugging Face caches, with the Hub's repository ids, configs, splits, columns and files): how
@@ -258,8 +387,15 @@ REHEARSAL_SOURCES: dict[str, dict] = {
     # SentencePiece's 10,000 pieces need ~18K training words in train.clean.100 alone (small prepares only it)
     # not a source: the synthetic batches of benchmarks/gpu_check.py (WMT's vocabulary, WikiText-103's, ...)
     "benchmark": dict(mt_vocab=512, lm_vocab=512, length=16, train_pairs=500),
-    "librispeech": {"train.clean.100": 800, "train.clean.360": 40, "train.other.500": 40, "validation.clean": 12,
-                    "validation.other": 12, "test.clean": 12, "test.other": 12},
+    "librispeech": {
+        "train.clean.100": 800,
+        "train.clean.360": 40,
+        "train.other.500": 40,
+        "validation.clean": 12,
+        "validation.other": 12,
+        "test.clean": 12,
+        "test.other": 12,
+    },
 }
 
 
@@ -280,7 +416,7 @@ def rehearsal_sizes(values: dict) -> dict:
         if name not in values:
             continue
         value = values[name]
-        if isinstance(cap, tuple):          # a band layout: the rehearsal's when any edge lies beyond it
+        if isinstance(cap, tuple):  # a band layout: the rehearsal's when any edge lies beyond it
             values[name] = cap if max(value) > max(cap) else tuple(value)
         else:
             values[name] = min(value, cap)

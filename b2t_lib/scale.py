@@ -12,6 +12,7 @@ standing in for GPUs (one run per "GPU" at ``small``, ``torchrun`` over all of t
 Everything that depends on the scale or the rehearsal reads it through :func:`get_scale` and
 :func:`rehearsal`; nothing else looks at the environment variables.
 """
+
 from __future__ import annotations
 
 import os
@@ -19,7 +20,7 @@ import os
 SCALES = ("tiny", "small", "full")
 ENV_VAR = "B2T_SCALE"
 REHEARSAL_VAR = "B2T_REHEARSAL"
-REHEARSAL_GPUS = 2          # CPU processes that stand in for GPUs under the rehearsal
+REHEARSAL_GPUS = 2  # CPU processes that stand in for GPUs under the rehearsal
 
 
 class ScaleError(RuntimeError):
@@ -34,8 +35,9 @@ def rehearsal() -> bool:
         return False
     if value in ("1", "yes", "true", "on"):
         return True
-    raise ScaleError(f"{REHEARSAL_VAR}={value!r} is not understood; set it to 1 to rehearse small/full on a CPU, "
-                     f"or unset it")
+    raise ScaleError(
+        f"{REHEARSAL_VAR}={value!r} is not understood; set it to 1 to rehearse small/full on a CPU, or unset it"
+    )
 
 
 def get_scale(require_hardware: bool = True) -> str:
@@ -48,7 +50,7 @@ def get_scale(require_hardware: bool = True) -> str:
     scale = os.environ.get(ENV_VAR, "tiny").strip().lower() or "tiny"
     if scale not in SCALES:
         raise ScaleError(f"{ENV_VAR}={scale!r} is not a scale; valid values are: {', '.join(SCALES)}")
-    rehearsal()                                   # an unreadable B2T_REHEARSAL stops here too
+    rehearsal()  # an unreadable B2T_REHEARSAL stops here too
     if require_hardware and scale != "tiny":
         require_cuda(scale)
     return scale

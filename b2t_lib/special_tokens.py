@@ -5,6 +5,7 @@ model. :class:`~b2t_lib.data.dictionary.Dictionary` (BPE words, WikiText words) 
 :class:`~b2t_lib.data.speech_vocab.SpeechVocabulary` (SentencePiece pieces) give them the same ids, and
 :func:`strip_special` turns model output into the ids a decoder turns back into text.
 """
+
 from __future__ import annotations
 
 from typing import Iterable

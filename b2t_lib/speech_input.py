@@ -27,6 +27,7 @@ each convolution, so an utterance's output does not depend on what it is batched
 lets the first convolution's bias leak into the padding, which the second convolution then reads
 at the utterance's last frames).
 """
+
 from __future__ import annotations
 
 import math
@@ -89,18 +90,23 @@ class Conv1dSubsampler(nn.Module):
         if mid_channels % 2:
             raise ValueError(f"mid_channels must be even (GLU halves it), got {mid_channels}")
         self.conv_layers = nn.ModuleList(
-            nn.Conv1d(in_channels if i == 0 else mid_channels // 2,
-                      mid_channels if i < len(kernel_sizes) - 1 else out_channels * 2,
-                      k, stride=2, padding=k // 2)
-            for i, k in enumerate(kernel_sizes))
+            nn.Conv1d(
+                in_channels if i == 0 else mid_channels // 2,
+                mid_channels if i < len(kernel_sizes) - 1 else out_channels * 2,
+                k,
+                stride=2,
+                padding=k // 2,
+            )
+            for i, k in enumerate(kernel_sizes)
+        )
 
     def forward(self, features: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        x = features.transpose(1, 2)                                   # (batch, channels, frames)
+        x = features.transpose(1, 2)  # (batch, channels, frames)
         for conv in self.conv_layers:
             x = x.masked_fill(lengths_to_padding_mask(lengths, x.shape[-1])[:, None, :], 0.0)
-            x = F.glu(conv(x), dim=1)                                  # (batch, channels' / 2, ceil(frames / 2))
+            x = F.glu(conv(x), dim=1)  # (batch, channels' / 2, ceil(frames / 2))
             lengths = subsampled_lengths(lengths, 1)
-        return x.transpose(1, 2), lengths                              # (batch, frames', out_channels)
+        return x.transpose(1, 2), lengths  # (batch, frames', out_channels)
 
 
 class SpecAugment(nn.Module):
@@ -116,8 +122,15 @@ class SpecAugment(nn.Module):
     mean).
     """
 
-    def __init__(self, freq_masks: int = 2, freq_width: int = 27, time_masks: int = 2, time_width: int = 100,
-                 time_proportion: float = 1.0, mask_value: float = 0.0):
+    def __init__(
+        self,
+        freq_masks: int = 2,
+        freq_width: int = 27,
+        time_masks: int = 2,
+        time_width: int = 100,
+        time_proportion: float = 1.0,
+        mask_value: float = 0.0,
+    ):
         super().__init__()
         if not 0.0 < time_proportion <= 1.0:
             raise ValueError(f"time_proportion must be in (0, 1], got {time_proportion}")
@@ -126,8 +139,10 @@ class SpecAugment(nn.Module):
         self.frequency_masking = torchaudio.transforms.FrequencyMasking(freq_width)
 
     def extra_repr(self) -> str:
-        return (f"freq_masks={self.freq_masks}, freq_width={self.frequency_masking.mask_param}, "
-                f"time_masks={self.time_masks}, time_width={self.time_width}, p={self.time_proportion}")
+        return (
+            f"freq_masks={self.freq_masks}, freq_width={self.frequency_masking.mask_param}, "
+            f"time_masks={self.time_masks}, time_width={self.time_width}, p={self.time_proportion}"
+        )
 
     def forward(self, features: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         """``features`` ``(batch, frames, freq)``, ``lengths`` ``(batch,)`` -> masked copy (training only)."""
@@ -135,7 +150,7 @@ class SpecAugment(nn.Module):
             return features
         out = features.clone()
         for i, length in enumerate(lengths.tolist()):
-            spec = out[i, :length].transpose(0, 1)                      # (freq, frames): torchaudio's layout
+            spec = out[i, :length].transpose(0, 1)  # (freq, frames): torchaudio's layout
             if length == 0 or spec.shape[0] < self.frequency_masking.mask_param:
                 continue
             for _ in range(self.freq_masks):
@@ -158,8 +173,15 @@ class SpeechInput(nn.Module):
     ``spec_augment`` (e.g. ``SpecAugment()``) masks the features first, in training mode only.
     """
 
-    def __init__(self, d_model: int, in_features: int = 80, conv_channels: int = 1024,
-                 kernel_sizes: tuple[int, ...] = (5, 5), pad_idx: int = PAD, spec_augment: SpecAugment | None = None):
+    def __init__(
+        self,
+        d_model: int,
+        in_features: int = 80,
+        conv_channels: int = 1024,
+        kernel_sizes: tuple[int, ...] = (5, 5),
+        pad_idx: int = PAD,
+        spec_augment: SpecAugment | None = None,
+    ):
         super().__init__()
         self.spec_augment = spec_augment
         self.subsample = Conv1dSubsampler(in_features, conv_channels, d_model, kernel_sizes)
@@ -168,19 +190,25 @@ class SpeechInput(nn.Module):
 
     def forward(self, src, embed_tokens: nn.Module | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         if isinstance(src, torch.Tensor):
-            raise TypeError("a speech encoder reads a SpeechSource(features, lengths), not a tensor of token ids; "
-                            "build the model with encoder_input='tokens' for text")
+            raise TypeError(
+                "a speech encoder reads a SpeechSource(features, lengths), not a tensor of token ids; "
+                "build the model with encoder_input='tokens' for text"
+            )
         features, lengths = src
         if features.dim() != 3 or lengths.dim() != 1 or len(lengths) != len(features):
-            raise ValueError(f"speech source must be features (batch, frames, dims) and lengths (batch,), got "
-                             f"{tuple(features.shape)} and {tuple(lengths.shape)}")
+            raise ValueError(
+                f"speech source must be features (batch, frames, dims) and lengths (batch,), got "
+                f"{tuple(features.shape)} and {tuple(lengths.shape)}"
+            )
         in_features = self.subsample.conv_layers[0].in_channels
         if features.shape[-1] != in_features:
-            raise ValueError(f"this model reads {in_features} features per frame, the source has "
-                             f"{features.shape[-1]}; check input_features against the data")
+            raise ValueError(
+                f"this model reads {in_features} features per frame, the source has "
+                f"{features.shape[-1]}; check input_features against the data"
+            )
         if self.spec_augment is not None:
             features = self.spec_augment(features, lengths)
-        x, out_lengths = self.subsample(features, lengths)              # (batch, frames', d_model)
+        x, out_lengths = self.subsample(features, lengths)  # (batch, frames', d_model)
         padding_mask = lengths_to_padding_mask(out_lengths, x.shape[1])  # (batch, frames')
         x = self.embed_scale * x + self.embed_positions(padding_mask)
         return x, padding_mask
@@ -190,14 +218,23 @@ def build_spec_augment(cfg) -> SpecAugment | None:
     """SpecAugment from a :class:`~b2t_lib.config.ModelConfig`'s ``specaug_*`` fields (None when it has no masks)."""
     if cfg.specaug_freq_masks == 0 and cfg.specaug_time_masks == 0:
         return None
-    return SpecAugment(freq_masks=cfg.specaug_freq_masks, freq_width=cfg.specaug_freq_width,
-                       time_masks=cfg.specaug_time_masks, time_width=cfg.specaug_time_width,
-                       time_proportion=cfg.specaug_time_proportion)
+    return SpecAugment(
+        freq_masks=cfg.specaug_freq_masks,
+        freq_width=cfg.specaug_freq_width,
+        time_masks=cfg.specaug_time_masks,
+        time_width=cfg.specaug_time_width,
+        time_proportion=cfg.specaug_time_proportion,
+    )
 
 
 def build_speech_input(cfg) -> SpeechInput:
     """The S2T encoder input of a ``ModelConfig`` with ``encoder_input="speech"`` (its ``input_features``,
     ``conv_channels``, ``conv_kernel_sizes`` and ``specaug_*`` fields)."""
-    return SpeechInput(cfg.d_model, in_features=cfg.input_features, conv_channels=cfg.conv_channels,
-                       kernel_sizes=tuple(cfg.conv_kernel_sizes), pad_idx=cfg.pad_idx,
-                       spec_augment=build_spec_augment(cfg))
+    return SpeechInput(
+        cfg.d_model,
+        in_features=cfg.input_features,
+        conv_channels=cfg.conv_channels,
+        kernel_sizes=tuple(cfg.conv_kernel_sizes),
+        pad_idx=cfg.pad_idx,
+        spec_augment=build_spec_augment(cfg),
+    )

@@ -32,6 +32,7 @@ stopped (cells already in the file with the same settings are not run again). Co
 
 :func:`b2t_lib.plots.trainability.plot_trainability_map` draws the heatmap.
 """
+
 from __future__ import annotations
 
 import json
@@ -52,8 +53,17 @@ def cell_key(variant: str, layers: int, lr: float) -> tuple[str, int, float]:
     return (variant, int(layers), float(lr))
 
 
-def cell_config(variant: str, layers: int, lr: float, max_update: int, options: dict, *, task: str = "mt",
-                scale: str = "tiny", save_dir: str | Path = "runs/cell"):
+def cell_config(
+    variant: str,
+    layers: int,
+    lr: float,
+    max_update: int,
+    options: dict,
+    *,
+    task: str = "mt",
+    scale: str = "tiny",
+    save_dir: str | Path = "runs/cell",
+):
     """The :class:`~b2t_lib.train.TrainConfig` of one cell: the task's preset, the variant's own recipe
     if it has one (T-Fixup: no warmup, Appendix A.1), then ``options``, then the cell's settings."""
     from .presets import recipe as recipe_values
@@ -63,8 +73,14 @@ def cell_config(variant: str, layers: int, lr: float, max_update: int, options: 
     explicit = dict(options)
     if recipe and recipe_values(recipe).get("lr_scheduler") == "inverse_sqrt_nowarmup":
         explicit.pop("warmup_updates", None)  # T-Fixup trains without warmup
-    explicit.update(variant=variant, encoder_layers=layers, decoder_layers=layers, lr=lr,
-                    max_update=max_update, save_dir=str(save_dir))
+    explicit.update(
+        variant=variant,
+        encoder_layers=layers,
+        decoder_layers=layers,
+        lr=lr,
+        max_update=max_update,
+        save_dir=str(save_dir),
+    )
     explicit.setdefault("valid_interval", max_update)
     explicit.setdefault("stall_deadline", max_update)  # a short cell is judged at its end
     explicit.setdefault("save_interval", max_update)
@@ -73,8 +89,9 @@ def cell_config(variant: str, layers: int, lr: float, max_update: int, options: 
     return TrainConfig.from_preset(task, scale, recipe, **explicit)
 
 
-def train_cell(variant: str, layers: int, lr: float, *, task: str, scale: str, max_update: int,
-               options: dict, save_dir: Path) -> dict:
+def train_cell(
+    variant: str, layers: int, lr: float, *, task: str, scale: str, max_update: int, options: dict, save_dir: Path
+) -> dict:
     """Train one cell with the course's trainer; return its record (its status is the trainer's, curves included)."""
     from .train import read_log, train
 
@@ -84,23 +101,39 @@ def train_cell(variant: str, layers: int, lr: float, *, task: str, scale: str, m
     record = train(cfg)  # a failed run (stalled, diverged) is in the record, and logged by the trainer
     train_log, valid_log = read_log(save_dir, "train"), read_log(save_dir, "valid")
     return {
-        "variant": variant, "layers": int(layers), "lr": float(lr), "recipe": cfg.recipe,
+        "variant": variant,
+        "layers": int(layers),
+        "lr": float(lr),
+        "recipe": cfg.recipe,
         "lr_scheduler": cfg.lr_scheduler,
         "warmup_updates": cfg.warmup_updates if cfg.lr_scheduler == "inverse_sqrt" else 0,
-        "status": record["status"], "trainer_status": record["status"],  # the same (format 1 told them apart)
-        "message": record.get("message", ""), "stall_rule": record.get("stall_rule"),
+        "status": record["status"],
+        "trainer_status": record["status"],  # the same (format 1 told them apart)
+        "message": record.get("message", ""),
+        "stall_rule": record.get("stall_rule"),
         "valid_nll": record["metrics"].get("valid_nll"),  # the last validation; None for a diverged run
         "updates": record["metrics"]["num_updates"],
-        "seconds": round(time.time() - started, 2), "data": cfg.data,
+        "seconds": round(time.time() - started, 2),
+        "data": cfg.data,
         "train_curve": [[e["update"], e["loss"]] for e in train_log],
         "valid_curve": [[e["update"], e["valid_nll"]] for e in valid_log],
     }
 
 
-def run_trainability_map(variants, depths, lrs, out: str | Path | None = None, *, task: str = "mt",
-                         scale: str | None = None, max_update: int = 200, options: dict | None = None,
-                         work_dir: str | Path | None = None, keep_runs: bool = False,
-                         progress=None) -> dict:
+def run_trainability_map(
+    variants,
+    depths,
+    lrs,
+    out: str | Path | None = None,
+    *,
+    task: str = "mt",
+    scale: str | None = None,
+    max_update: int = 200,
+    options: dict | None = None,
+    work_dir: str | Path | None = None,
+    keep_runs: bool = False,
+    progress=None,
+) -> dict:
     """Train every (variant, depth, lr) cell and return the map; write it to ``out`` after each cell.
 
     Args:
@@ -124,8 +157,10 @@ def run_trainability_map(variants, depths, lrs, out: str | Path | None = None, *
     scale = scale or get_scale()
     options = dict(options or {})
     if task != "mt":
-        raise ValueError(f"the trainability map is defined for the translation task (mt), not {task!r}: "
-                         f"its cells are N encoder and N decoder layers")
+        raise ValueError(
+            f"the trainability map is defined for the translation task (mt), not {task!r}: "
+            f"its cells are N encoder and N decoder layers"
+        )
     unknown = [v for v in variants if v not in VARIANTS]
     if unknown:
         raise ValueError(f"unknown variants {unknown}; known variants are: {', '.join(sorted(VARIANTS))}")
@@ -134,14 +169,22 @@ def run_trainability_map(variants, depths, lrs, out: str | Path | None = None, *
     if max_update < 1:
         raise ValueError(f"max_update must be at least 1, got {max_update}")
     settings = {"task": task, "scale": scale, "max_update": int(max_update), "options": options}
-    result = {"version": FORMAT_VERSION, **settings, "unigram_baseline": None, "stall_margin": None,
-              "threshold": None, "cells": []}
+    result = {
+        "version": FORMAT_VERSION,
+        **settings,
+        "unigram_baseline": None,
+        "stall_margin": None,
+        "threshold": None,
+        "cells": [],
+    }
     if out is not None and Path(out).is_file():
         previous = load_trainability(out)
         changed = sorted(k for k, v in settings.items() if previous.get(k) != v)
         if changed:
-            raise ValueError(f"{out} holds a map trained with other settings ({', '.join(changed)} differ); "
-                             f"pass another output file, or the same settings to resume it")
+            raise ValueError(
+                f"{out} holds a map trained with other settings ({', '.join(changed)} differ); "
+                f"pass another output file, or the same settings to resume it"
+            )
         result = previous  # resume: keep the cells already trained with these settings
 
     temporary = work_dir is None
@@ -155,8 +198,16 @@ def run_trainability_map(variants, depths, lrs, out: str | Path | None = None, *
                     if cell_key(variant, layers, lr) in done:
                         continue
                     save_dir = work / f"{variant}_{layers}L_lr{lr:g}"
-                    cell = train_cell(variant, layers, lr, task=task, scale=scale, max_update=max_update,
-                                      options=options, save_dir=save_dir)
+                    cell = train_cell(
+                        variant,
+                        layers,
+                        lr,
+                        task=task,
+                        scale=scale,
+                        max_update=max_update,
+                        options=options,
+                        save_dir=save_dir,
+                    )
                     rule = cell["stall_rule"] or {}
                     if result["threshold"] is None and rule.get("unigram_baseline") is not None:
                         result["unigram_baseline"] = round(rule["unigram_baseline"], 4)
@@ -182,13 +233,16 @@ def save_trainability(result: dict, path: str | Path) -> None:
 def load_trainability(path: str | Path) -> dict:
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"no trainability map at {path}; create one with `python -m b2t_lib "
-                                f"trainability --out {path} ...`")
+        raise FileNotFoundError(
+            f"no trainability map at {path}; create one with `python -m b2t_lib trainability --out {path} ...`"
+        )
     result = json.loads(path.read_text())
     if result.get("version") != FORMAT_VERSION or "cells" not in result:
-        raise ValueError(f"{path} is not a trainability map of format version {FORMAT_VERSION} (a map of "
-                         f"version 1 said 'converged' where the trainer now says 'completed'); train it again "
-                         f"into a new file")
+        raise ValueError(
+            f"{path} is not a trainability map of format version {FORMAT_VERSION} (a map of "
+            f"version 1 said 'converged' where the trainer now says 'completed'); train it again "
+            f"into a new file"
+        )
     return result
 
 

@@ -1,4 +1,5 @@
 """Small helpers shared by the library, the tests and the notebooks."""
+
 from __future__ import annotations
 
 import random

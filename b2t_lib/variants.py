@@ -37,6 +37,7 @@ attention ignores it. A hook a variant does not override costs nothing.
 ``Variant.title`` is the one label of a variant in every figure and table; ``Variant.equation``
 says where it is defined (``python -m b2t_lib train --help`` lists both).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -24,6 +24,7 @@ layers, bf16 autocast)::
     python benchmarks/bench_lm_adaptive.py                       # CPU: d 256, 2 layers, 2 x 256 tokens
     python benchmarks/bench_lm_adaptive.py --device cuda         # d 1024, 16 layers, 4 x 1024 tokens
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,13 +40,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # run from a checkout without installing
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
 from b2t_lib import LanguageModel, ModelConfig, seed_everything  # noqa: E402
 from b2t_lib.adaptive import AdaptiveInput, AdaptiveSoftmax  # noqa: E402
 from b2t_lib.special_tokens import PAD  # noqa: E402
 
-VOCAB = 267_744            # WikiText-103: 267,735 words + end-of-line - 1 + 4 specials, padded to a multiple of 8
+VOCAB = 267_744  # WikiText-103: 267,735 words + end-of-line - 1 + 4 specials, padded to a multiple of 8
 CUTOFF = [20_000, 60_000]
 
 
@@ -56,22 +57,39 @@ class LM(nn.Module):
         super().__init__()
         vocab, cutoff = getattr(args, "vocab", VOCAB), list(getattr(args, "cutoff", CUTOFF))
         self.vocab = vocab
-        cfg = ModelConfig(vocab_size=vocab if kind == "full" else 8, d_model=args.d_model, n_heads=args.heads,
-                          d_ff=args.d_ff, encoder_layers=0, decoder_layers=args.layers, variant="pre_ln",
-                          dropout=0.1, attention_dropout=0.1, activation_dropout=0.1)
+        cfg = ModelConfig(
+            vocab_size=vocab if kind == "full" else 8,
+            d_model=args.d_model,
+            n_heads=args.heads,
+            d_ff=args.d_ff,
+            encoder_layers=0,
+            decoder_layers=args.layers,
+            variant="pre_ln",
+            dropout=0.1,
+            attention_dropout=0.1,
+            activation_dropout=0.1,
+        )
         seed_everything(0)
-        self.lm = LanguageModel(cfg)            # the adaptive model's 8-word embedding is replaced below
+        self.lm = LanguageModel(cfg)  # the adaptive model's 8-word embedding is replaced below
         self.kind = kind
         if kind == "adaptive":
             self.lm.decoder.embed_tokens = AdaptiveInput(vocab, args.d_model, cutoff, factor=4)
-            self.softmax = AdaptiveSoftmax(vocab, args.d_model, cutoff, dropout=0.2, factor=4,
-                                           adaptive_input=self.lm.decoder.embed_tokens, tie_proj=True)
+            self.softmax = AdaptiveSoftmax(
+                vocab,
+                args.d_model,
+                cutoff,
+                dropout=0.2,
+                factor=4,
+                adaptive_input=self.lm.decoder.embed_tokens,
+                tie_proj=True,
+            )
 
     def output_loss(self, hidden, target):
         if self.kind == "full":
-            logits = self.lm.decoder.output_layer(hidden)                          # (B, T, V)
-            return F.cross_entropy(logits.float().view(-1, self.vocab), target.view(-1), ignore_index=PAD,
-                                   reduction="sum")
+            logits = self.lm.decoder.output_layer(hidden)  # (B, T, V)
+            return F.cross_entropy(
+                logits.float().view(-1, self.vocab), target.view(-1), ignore_index=PAD, reduction="sum"
+            )
         return self.softmax.loss(hidden, target)[0]
 
     def loss(self, tokens, target):
@@ -89,8 +107,15 @@ def make_batch(args, device):
     g = torch.Generator().manual_seed(0)
     # Zipf-like ids, as in real text: most tokens in the head band, some in each tail.
     vocab = getattr(args, "vocab", VOCAB)
-    ranks = torch.multinomial(1.0 / torch.arange(1, vocab - 3, dtype=torch.float), args.batch * (args.length + 1),
-                              replacement=True, generator=g) + 4
+    ranks = (
+        torch.multinomial(
+            1.0 / torch.arange(1, vocab - 3, dtype=torch.float),
+            args.batch * (args.length + 1),
+            replacement=True,
+            generator=g,
+        )
+        + 4
+    )
     stream = ranks.view(args.batch, args.length + 1)
     return stream[:, :-1].contiguous().to(device), stream[:, 1:].contiguous().to(device)
 
@@ -101,8 +126,9 @@ class Stepper:
     def __init__(self, model: LM, batch, what: str, args, device):
         self.model, self.batch, self.what, self.device = model, batch, what, device
         self.amp = device.type == "cuda"
-        self.optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-8,
-                                           weight_decay=0.0, fused=True)
+        self.optimizer = torch.optim.AdamW(
+            model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-8, weight_decay=0.0, fused=True
+        )
         g = torch.Generator().manual_seed(1)
         self.hidden = torch.randn(*batch[0].shape, args.d_model, generator=g).to(device).requires_grad_()
 
@@ -131,7 +157,7 @@ def proc_status_bytes(field: str) -> int:
     with open("/proc/self/status") as f:
         for line in f:
             if line.startswith(field + ":"):
-                return int(line.split()[1]) * 1024      # kB
+                return int(line.split()[1]) * 1024  # kB
     raise RuntimeError(f"no {field} in /proc/self/status (CPU memory is measured on Linux only)")
 
 
@@ -148,8 +174,9 @@ def worker(kind: str, what: str, args) -> None:
 
 
 def cpu_peak(kind: str, what: str, argv: list[str]) -> int:
-    out = subprocess.run([sys.executable, __file__, *argv, "--worker", kind, what], capture_output=True, text=True,
-                         check=True)
+    out = subprocess.run(
+        [sys.executable, __file__, *argv, "--worker", kind, what], capture_output=True, text=True, check=True
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])["peak_bytes"]
 
 
@@ -180,26 +207,48 @@ def main() -> None:
         worker(*args.worker, args)
         return
     device = torch.device(args.device)
-    sizes = ["--device", args.device, "--d-model", str(args.d_model), "--d-ff", str(args.d_ff), "--heads",
-             str(args.heads), "--layers", str(args.layers), "--batch", str(args.batch), "--length", str(args.length)]
+    sizes = [
+        "--device",
+        args.device,
+        "--d-model",
+        str(args.d_model),
+        "--d-ff",
+        str(args.d_ff),
+        "--heads",
+        str(args.heads),
+        "--layers",
+        str(args.layers),
+        "--batch",
+        str(args.batch),
+        "--length",
+        str(args.length),
+    ]
     if args.threads:
         sizes += ["--threads", str(args.threads)]
 
-    hardware = torch.cuda.get_device_name(0) if cuda else f"{platform.processor() or platform.machine()}, " \
-        f"{torch.get_num_threads()} threads"
+    hardware = (
+        torch.cuda.get_device_name(0)
+        if cuda
+        else f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads"
+    )
     print(f"# {datetime.date.today()}  torch {torch.__version__}  {device.type}: {hardware}")
-    print(f"# decoder-only pre_ln, {args.layers} layers, d={args.d_model}, ffn={args.d_ff}, heads={args.heads}, "
-          f"V={VOCAB:,}, cutoffs {CUTOFF} factor 4 (tied); batch {args.batch} x {args.length} tokens, "
-          f"{'bf16 autocast' if cuda else 'fp32'}; median of {args.steps} after {args.warmup}")
+    print(
+        f"# decoder-only pre_ln, {args.layers} layers, d={args.d_model}, ffn={args.d_ff}, heads={args.heads}, "
+        f"V={VOCAB:,}, cutoffs {CUTOFF} factor 4 (tied); batch {args.batch} x {args.length} tokens, "
+        f"{'bf16 autocast' if cuda else 'fp32'}; median of {args.steps} after {args.warmup}"
+    )
     batch = make_batch(args, device)
     full = build("full", args, device)
     adaptive = build("adaptive", args, device, trunk=full.lm.decoder.layers.state_dict())
     count = lambda m: sum(p.numel() for p in m.parameters())  # noqa: E731  (shared tensors once)
-    print(f"parameters: full {count(full) / 1e6:.1f}M, adaptive {count(adaptive) / 1e6:.1f}M "
-          f"(ratio {count(adaptive) / count(full):.3f})")
+    print(
+        f"parameters: full {count(full) / 1e6:.1f}M, adaptive {count(adaptive) / 1e6:.1f}M "
+        f"(ratio {count(adaptive) / count(full):.3f})"
+    )
     for what in ("output", "step"):
-        steppers = {kind: Stepper(model, batch, what, args, device) for kind, model in
-                    (("full", full), ("adaptive", adaptive))}
+        steppers = {
+            kind: Stepper(model, batch, what, args, device) for kind, model in (("full", full), ("adaptive", adaptive))
+        }
         times = {"full": [], "adaptive": []}
         for i in range(args.warmup + args.steps):
             for kind, stepper in steppers.items():
@@ -209,7 +258,7 @@ def main() -> None:
                 if i >= args.warmup:
                     times[kind].append(seconds)
         median = {k: sorted(v)[len(v) // 2] for k, v in times.items()}
-        if cuda:   # one more unit each, for its peak memory alone
+        if cuda:  # one more unit each, for its peak memory alone
             peak = {}
             for kind, stepper in steppers.items():
                 torch.cuda.empty_cache()
@@ -220,12 +269,16 @@ def main() -> None:
         else:
             peak = {kind: cpu_peak(kind, what, sizes) for kind in ("full", "adaptive")}
         label = "output layer (fwd+bwd)" if what == "output" else "training step"
-        print(f"{label:<24} full {median['full'] * 1e3:9.1f} ms {peak['full'] / 2**20:8.0f} MiB | adaptive "
-              f"{median['adaptive'] * 1e3:9.1f} ms {peak['adaptive'] / 2**20:8.0f} MiB | ratio time "
-              f"{median['adaptive'] / median['full']:.3f} memory {peak['adaptive'] / peak['full']:.3f}")
+        print(
+            f"{label:<24} full {median['full'] * 1e3:9.1f} ms {peak['full'] / 2**20:8.0f} MiB | adaptive "
+            f"{median['adaptive'] * 1e3:9.1f} ms {peak['adaptive'] / 2**20:8.0f} MiB | ratio time "
+            f"{median['adaptive'] / median['full']:.3f} memory {peak['adaptive'] / peak['full']:.3f}"
+        )
         del steppers
-    print("# ratio = adaptive / full; CPU memory = peak RSS of a fresh process above its size before building the "
-          "model (weights, gradients, Adam state and activations)")
+    print(
+        "# ratio = adaptive / full; CPU memory = peak RSS of a fresh process above its size before building the "
+        "model (weights, gradients, Adam state and activations)"
+    )
 
 
 if __name__ == "__main__":

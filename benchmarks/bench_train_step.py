@@ -15,6 +15,7 @@ utilization (MFU) against the GPU's dense bf16 peak::
     python benchmarks/bench_train_step.py --profile b2t       # where the time of one variant goes
     python benchmarks/bench_train_step.py --profile torch     # ... and of nn.Transformer
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,8 +39,15 @@ D_MODEL, HEADS, D_FF, LAYERS, DROPOUT = 512, 8, 2048, 6, 0.1
 class TorchTransformerMT(nn.Module):
     """``nn.Transformer`` (Post-LN, batch_first) with the same embeddings and output layer as ours."""
 
-    def __init__(self, vocab: int, d: int = D_MODEL, heads: int = HEADS, layers: int = LAYERS, d_ff: int = D_FF,
-                 dropout: float = DROPOUT):
+    def __init__(
+        self,
+        vocab: int,
+        d: int = D_MODEL,
+        heads: int = HEADS,
+        layers: int = LAYERS,
+        d_ff: int = D_FF,
+        dropout: float = DROPOUT,
+    ):
         super().__init__()
         self.d, self.dropout = d, dropout
         self.embed = build_token_embedding(vocab, d, PAD)
@@ -49,23 +57,47 @@ class TorchTransformerMT(nn.Module):
     def _embed(self, tokens):
         not_pad = tokens.ne(PAD).long()
         positions = torch.cumsum(not_pad, 1) * not_pad + PAD
-        return F.dropout(self.embed(tokens) * math.sqrt(self.d) + self.positions[positions], self.dropout,
-                         self.training)
+        return F.dropout(
+            self.embed(tokens) * math.sqrt(self.d) + self.positions[positions], self.dropout, self.training
+        )
 
     def forward(self, src, prev):
         t = prev.shape[1]
         causal = torch.triu(torch.ones(t, t, dtype=torch.bool, device=src.device), diagonal=1)  # True: masked
-        out = self.core(self._embed(src), self._embed(prev), tgt_mask=causal,
-                        src_key_padding_mask=src.eq(PAD), tgt_key_padding_mask=prev.eq(PAD),
-                        memory_key_padding_mask=src.eq(PAD))
-        return F.linear(out, self.embed.weight)                                # (B, T, V)
+        out = self.core(
+            self._embed(src),
+            self._embed(prev),
+            tgt_mask=causal,
+            src_key_padding_mask=src.eq(PAD),
+            tgt_key_padding_mask=prev.eq(PAD),
+            memory_key_padding_mask=src.eq(PAD),
+        )
+        return F.linear(out, self.embed.weight)  # (B, T, V)
 
 
-def ours(variant: str, vocab: int, d: int = D_MODEL, heads: int = HEADS, layers: int = LAYERS, d_ff: int = D_FF,
-         dropout: float = DROPOUT) -> nn.Module:
-    return EncoderDecoder(ModelConfig(vocab_size=vocab, d_model=d, n_heads=heads, d_ff=d_ff, encoder_layers=layers,
-                                      decoder_layers=layers, variant=variant, dropout=dropout,
-                                      attention_dropout=dropout, activation_dropout=dropout))
+def ours(
+    variant: str,
+    vocab: int,
+    d: int = D_MODEL,
+    heads: int = HEADS,
+    layers: int = LAYERS,
+    d_ff: int = D_FF,
+    dropout: float = DROPOUT,
+) -> nn.Module:
+    return EncoderDecoder(
+        ModelConfig(
+            vocab_size=vocab,
+            d_model=d,
+            n_heads=heads,
+            d_ff=d_ff,
+            encoder_layers=layers,
+            decoder_layers=layers,
+            variant=variant,
+            dropout=dropout,
+            attention_dropout=dropout,
+            activation_dropout=dropout,
+        )
+    )
 
 
 def make_batch(batch: int, length: int, vocab: int, device) -> dict:
@@ -78,8 +110,9 @@ def make_batch(batch: int, length: int, vocab: int, device) -> dict:
     return {k: v.to(device) for k, v in dict(src=src, prev=prev, target=tgt).items()}
 
 
-def model_flops_per_step(batch: int, length: int, vocab: int, d: int = D_MODEL, f: int = D_FF,
-                         layers: int = LAYERS) -> float:
+def model_flops_per_step(
+    batch: int, length: int, vocab: int, d: int = D_MODEL, f: int = D_FF, layers: int = LAYERS
+) -> float:
     r"""Matmul FLOPs of forward + backward ($3\times$ forward), counting $2mnk$ per matmul.
 
     Per encoder layer and token: $2(4d^2 + 2 d d_{ff})$, attention $2 \cdot 2 S d$; per decoder
@@ -99,8 +132,9 @@ class Stepper:
 
     def __init__(self, model: nn.Module, batch: dict, device, amp: bool):
         self.model, self.batch, self.device, self.amp = model.train(), batch, device, amp
-        self.optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-8,
-                                           weight_decay=0.0, fused=True)   # as the trainer
+        self.optimizer = torch.optim.AdamW(
+            model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-8, weight_decay=0.0, fused=True
+        )  # as the trainer
 
     def step(self) -> float:
         if self.device.type == "cuda":
@@ -135,8 +169,12 @@ def paired_times(reference: Stepper, candidate: Stepper, steps: int, warmup: int
 def profile_variant(variant: str, batch: dict, vocab: int, device, amp: bool) -> None:
     from torch.profiler import ProfilerActivity, profile
 
-    stepper = Stepper(ours(variant, vocab).to(device) if variant != "torch" else TorchTransformerMT(vocab).to(device),
-                      batch, device, amp)
+    stepper = Stepper(
+        ours(variant, vocab).to(device) if variant != "torch" else TorchTransformerMT(vocab).to(device),
+        batch,
+        device,
+        amp,
+    )
     stepper.step()
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
     with profile(activities=activities) as prof:
@@ -156,10 +194,12 @@ def main() -> None:
     parser.add_argument("--steps", type=int, help="timed steps per model (CPU 5, CUDA 20)")
     parser.add_argument("--warmup", type=int, default=2, help="untimed steps first")
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = default)")
-    parser.add_argument("--peak-tflops", type=float, default=989.0,
-                        help="GPU dense bf16 peak for MFU (H100/H200 SXM: 989)")
-    parser.add_argument("--profile", metavar="VARIANT",
-                        help="profile one variant ('torch' for nn.Transformer) instead of comparing")
+    parser.add_argument(
+        "--peak-tflops", type=float, default=989.0, help="GPU dense bf16 peak for MFU (H100/H200 SXM: 989)"
+    )
+    parser.add_argument(
+        "--profile", metavar="VARIANT", help="profile one variant ('torch' for nn.Transformer) instead of comparing"
+    )
     args = parser.parse_args()
 
     device = torch.device(args.device)
@@ -174,11 +214,16 @@ def main() -> None:
         profile_variant(args.profile, batch, args.vocab, device, cuda)
         return
 
-    hardware = torch.cuda.get_device_name(0) if cuda else f"{platform.processor() or platform.machine()}, " \
-        f"{torch.get_num_threads()} threads"
+    hardware = (
+        torch.cuda.get_device_name(0)
+        if cuda
+        else f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads"
+    )
     print(f"# {datetime.date.today()}  torch {torch.__version__}  {device.type}: {hardware}")
-    print(f"# 6L-6L d={D_MODEL} ffn={D_FF} heads={HEADS} vocab={args.vocab}  batch {batch_size} x {length} "
-          f"tokens  {'bf16 autocast' if cuda else 'fp32'}  median of {steps} steps after {args.warmup}")
+    print(
+        f"# 6L-6L d={D_MODEL} ffn={D_FF} heads={HEADS} vocab={args.vocab}  batch {batch_size} x {length} "
+        f"tokens  {'bf16 autocast' if cuda else 'fp32'}  median of {steps} steps after {args.warmup}"
+    )
     flops = model_flops_per_step(batch_size, length, args.vocab)
     tokens = batch_size * length
     seed_everything(0)

@@ -23,6 +23,7 @@ Without a GPU it stops with the scale switch's message (exit 2). Under the rehea
 ``make rehearse``) it runs on the CPU with every size shrunk by the presets' one rule and the benchmark's own
 sizes from :data:`b2t_lib.presets.REHEARSAL_SOURCES` (``"benchmark"``), so CI keeps it working.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,8 +38,8 @@ from types import SimpleNamespace
 import torch
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))    # run from a checkout without installing
-sys.path.insert(0, str(HERE))           # the two benchmark scripts whose models this check reuses
+sys.path.insert(0, str(HERE.parent))  # run from a checkout without installing
+sys.path.insert(0, str(HERE))  # the two benchmark scripts whose models this check reuses
 
 import bench_lm_adaptive as lm_bench  # noqa: E402
 import bench_train_step as step_bench  # noqa: E402
@@ -80,21 +81,34 @@ def training_steps(sizes: dict, device, steps: int, peak_tflops: float) -> list[
     for layers in (6, 18):
         flops = step_bench.model_flops_per_step(batch_size, length, sizes["mt_vocab"], d, d_ff, layers)
         seed_everything(0)
-        reference = step_bench.Stepper(step_bench.TorchTransformerMT(sizes["mt_vocab"], d, heads, layers, d_ff)
-                                       .to(device), batch, device, amp)
+        reference = step_bench.Stepper(
+            step_bench.TorchTransformerMT(sizes["mt_vocab"], d, heads, layers, d_ff).to(device), batch, device, amp
+        )
         for variant in ("post_ln", "b2t"):
             seed_everything(0)
-            candidate = step_bench.Stepper(step_bench.ours(variant, sizes["mt_vocab"], d, heads, layers, d_ff)
-                                           .to(device), batch, device, amp)
+            candidate = step_bench.Stepper(
+                step_bench.ours(variant, sizes["mt_vocab"], d, heads, layers, d_ff).to(device), batch, device, amp
+            )
             ref_s, ours_s = step_bench.paired_times(reference, candidate, steps, warmup=3)
-            for name, seconds, stepper in (("nn.Transformer", ref_s, reference), (f"b2t_lib {variant}", ours_s,
-                                                                                  candidate)):
+            for name, seconds, stepper in (
+                ("nn.Transformer", ref_s, reference),
+                (f"b2t_lib {variant}", ours_s, candidate),
+            ):
                 if name == "nn.Transformer" and any(r["model"] == name and r["layers"] == layers for r in rows):
                     continue
-                rows.append(dict(model=name, layers=layers, ms=seconds * 1e3, tokens_per_s=batch_size * length / seconds,
-                                 mfu=flops / seconds / (peak_tflops * 1e12) if amp else None,
-                                 peak_bytes=peak_memory(stepper.step, device), ratio=seconds / ref_s,
-                                 batch=f"{batch_size} x {length}", d=d))
+                rows.append(
+                    dict(
+                        model=name,
+                        layers=layers,
+                        ms=seconds * 1e3,
+                        tokens_per_s=batch_size * length / seconds,
+                        mfu=flops / seconds / (peak_tflops * 1e12) if amp else None,
+                        peak_bytes=peak_memory(stepper.step, device),
+                        ratio=seconds / ref_s,
+                        batch=f"{batch_size} x {length}",
+                        d=d,
+                    )
+                )
             del candidate
         del reference
     return rows
@@ -105,16 +119,25 @@ def adaptive_softmax(sizes: dict, device, steps: int) -> list[dict]:
     from b2t_lib.train import TrainConfig
 
     lm = TrainConfig.from_preset("lm", "full", decoder_layers=16)
-    args = SimpleNamespace(d_model=lm.model.d_model, d_ff=lm.model.d_ff, heads=lm.model.n_heads,
-                           layers=lm.model.decoder_layers, batch=4, length=lm.tokens_per_sample,
-                           vocab=sizes["lm_vocab"], cutoff=list(lm.model.adaptive_cutoff))
+    args = SimpleNamespace(
+        d_model=lm.model.d_model,
+        d_ff=lm.model.d_ff,
+        heads=lm.model.n_heads,
+        layers=lm.model.decoder_layers,
+        batch=4,
+        length=lm.tokens_per_sample,
+        vocab=sizes["lm_vocab"],
+        cutoff=list(lm.model.adaptive_cutoff),
+    )
     batch = lm_bench.make_batch(args, device)
     full = lm_bench.build("full", args, device)
     adaptive = lm_bench.build("adaptive", args, device, trunk=full.lm.decoder.layers.state_dict())
     rows = []
     for what in ("output", "step"):
-        steppers = {kind: lm_bench.Stepper(model, batch, what, args, device) for kind, model in
-                    (("full", full), ("adaptive", adaptive))}
+        steppers = {
+            kind: lm_bench.Stepper(model, batch, what, args, device)
+            for kind, model in (("full", full), ("adaptive", adaptive))
+        }
         times: dict[str, list[float]] = {"full": [], "adaptive": []}
         for i in range(2 + steps):
             for kind, stepper in steppers.items():
@@ -122,10 +145,19 @@ def adaptive_softmax(sizes: dict, device, steps: int) -> list[dict]:
                 if i >= 2:
                     times[kind].append(seconds)
         for kind, stepper in steppers.items():
-            rows.append(dict(part="loss layer (fwd+bwd)" if what == "output" else "training step", kind=kind,
-                             ms=median(times[kind]) * 1e3, peak_bytes=peak_memory(stepper.run, device),
-                             vocab=args.vocab, cutoff=args.cutoff, layers=args.layers, d=args.d_model,
-                             batch=f"{args.batch} x {args.length}"))
+            rows.append(
+                dict(
+                    part="loss layer (fwd+bwd)" if what == "output" else "training step",
+                    kind=kind,
+                    ms=median(times[kind]) * 1e3,
+                    peak_bytes=peak_memory(stepper.run, device),
+                    vocab=args.vocab,
+                    cutoff=args.cutoff,
+                    layers=args.layers,
+                    d=args.d_model,
+                    batch=f"{args.batch} x {args.length}",
+                )
+            )
         del steppers
     return rows
 
@@ -140,16 +172,34 @@ def small_preset_runs(sizes: dict, out: Path, updates: int) -> dict:
     for variant in ("post_ln", "b2t"):
         save_dir = out / "runs" / variant
         shutil.rmtree(save_dir, ignore_errors=True)
-        cfg = TrainConfig.from_preset("mt", "small", variant=variant, encoder_layers=18, decoder_layers=18,
-                                      data=str(data), save_dir=str(save_dir), max_update=updates,
-                                      valid_interval=max(1, updates // 3), save_interval=updates, log_interval=10,
-                                      stall_deadline=0, eval_at_end=False, progress_bar=False)
+        cfg = TrainConfig.from_preset(
+            "mt",
+            "small",
+            variant=variant,
+            encoder_layers=18,
+            decoder_layers=18,
+            data=str(data),
+            save_dir=str(save_dir),
+            max_update=updates,
+            valid_interval=max(1, updates // 3),
+            save_interval=updates,
+            log_interval=10,
+            stall_deadline=0,
+            eval_at_end=False,
+            progress_bar=False,
+        )
         record = train(cfg)
-        runs[variant] = dict(status=record["status"], updates=record["metrics"]["num_updates"],
-                             ms_per_update=1e3 * record["train_time_s"] / max(record["metrics"]["num_updates"], 1),
-                             tokens_per_s=record["tokens_per_s"], update_freq=record["update_freq"],
-                             tokens_per_update=cfg.tokens_per_update, amp=record["amp"],
-                             log=read_log(save_dir, "train"), valid=read_log(save_dir, "valid"))
+        runs[variant] = dict(
+            status=record["status"],
+            updates=record["metrics"]["num_updates"],
+            ms_per_update=1e3 * record["train_time_s"] / max(record["metrics"]["num_updates"], 1),
+            tokens_per_s=record["tokens_per_s"],
+            update_freq=record["update_freq"],
+            tokens_per_update=cfg.tokens_per_update,
+            amp=record["amp"],
+            log=read_log(save_dir, "train"),
+            valid=read_log(save_dir, "valid"),
+        )
     return runs
 
 
@@ -157,40 +207,69 @@ def write_outputs(out: Path, hardware: str, peak: float, steps: list[dict], lm: 
     from b2t_lib.plots.training import plot_training_loss
 
     today, cmd = datetime.date.today().isoformat(), "python benchmarks/gpu_check.py"
-    mib = lambda b: "-" if b is None else f"{b / 2**20:.0f}"                     # noqa: E731
-    lines = [f"**{today}, {hardware}, torch {torch.__version__}, {'bf16 autocast' if steps[0]['mfu'] is not None else 'fp32'}"
-             f"{' (rehearsal: sizes shrunk)' if rehearsal() else ''}** (`{cmd}`)", "",
-             f"Training step, batch {steps[0]['batch']} tokens, d {steps[0]['d']}:", "",
-             "| model | layers | ms/step | target tok/s | MFU | peak memory (MiB) | ratio to nn.Transformer |",
-             "|---|---:|---:|---:|---:|---:|---:|"]
+    mib = lambda b: "-" if b is None else f"{b / 2**20:.0f}"  # noqa: E731
+    precision = "bf16 autocast" if steps[0]["mfu"] is not None else "fp32"
+    lines = [
+        f"**{today}, {hardware}, torch {torch.__version__}, {precision}"
+        f"{' (rehearsal: sizes shrunk)' if rehearsal() else ''}** (`{cmd}`)",
+        "",
+        f"Training step, batch {steps[0]['batch']} tokens, d {steps[0]['d']}:",
+        "",
+        "| model | layers | ms/step | target tok/s | MFU | peak memory (MiB) | ratio to nn.Transformer |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
     for r in steps:
         mfu = "-" if r["mfu"] is None else f"{r['mfu']:.1%}"
-        lines.append(f"| {r['model']} | {r['layers']}L-{r['layers']}L | {r['ms']:.1f} | {r['tokens_per_s']:.0f} | {mfu} | "
-                     f"{mib(r['peak_bytes'])} | {r['ratio']:.2f} |")
-    lines += ["", f"LM vocabulary layer, V = {lm[0]['vocab']:,}, cutoffs {lm[0]['cutoff']}, {lm[0]['layers']}L d "
-              f"{lm[0]['d']}, batch {lm[0]['batch']}:", "",
-              "| part | full softmax ms | adaptive ms | ratio | full MiB | adaptive MiB |", "|---|---:|---:|---:|---:|---:|"]
+        lines.append(
+            f"| {r['model']} | {r['layers']}L-{r['layers']}L | {r['ms']:.1f} | {r['tokens_per_s']:.0f} | {mfu} | "
+            f"{mib(r['peak_bytes'])} | {r['ratio']:.2f} |"
+        )
+    lines += [
+        "",
+        f"LM vocabulary layer, V = {lm[0]['vocab']:,}, cutoffs {lm[0]['cutoff']}, {lm[0]['layers']}L d "
+        f"{lm[0]['d']}, batch {lm[0]['batch']}:",
+        "",
+        "| part | full softmax ms | adaptive ms | ratio | full MiB | adaptive MiB |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
     for part in dict.fromkeys(r["part"] for r in lm):
         full, ada = (next(r for r in lm if r["part"] == part and r["kind"] == k) for k in ("full", "adaptive"))
-        lines.append(f"| {part} | {full['ms']:.1f} | {ada['ms']:.1f} | {ada['ms'] / full['ms']:.3f} | "
-                     f"{mib(full['peak_bytes'])} | {mib(ada['peak_bytes'])} |")
-    lines += ["", "Small preset, 18L-18L, synthetic pair:", "",
-              "| variant | updates | ms/update | tokens/s | update_freq | precision | last training loss (bits) |",
-              "|---|---:|---:|---:|---:|---|---:|"]
+        lines.append(
+            f"| {part} | {full['ms']:.1f} | {ada['ms']:.1f} | {ada['ms'] / full['ms']:.3f} | "
+            f"{mib(full['peak_bytes'])} | {mib(ada['peak_bytes'])} |"
+        )
+    lines += [
+        "",
+        "Small preset, 18L-18L, synthetic pair:",
+        "",
+        "| variant | updates | ms/update | tokens/s | update_freq | precision | last training loss (bits) |",
+        "|---|---:|---:|---:|---:|---|---:|",
+    ]
     for variant, r in runs.items():
         last = r["log"][-1]["loss"] if r["log"] else float("nan")
-        lines.append(f"| {variant} | {r['updates']} | {r['ms_per_update']:.0f} | {r['tokens_per_s']:.0f} | "
-                     f"{r['update_freq']} | {r['amp']} | {last:.2f} |")
-    if steps[0]["mfu"] is not None:   # rows for the estimator's table (b2t_lib.runs.cost reads them)
+        lines.append(
+            f"| {variant} | {r['updates']} | {r['ms_per_update']:.0f} | {r['tokens_per_s']:.0f} | "
+            f"{r['update_freq']} | {r['amp']} | {last:.2f} |"
+        )
+    if steps[0]["mfu"] is not None:  # rows for the estimator's table (b2t_lib.runs.cost reads them)
         lines += ["", "Rows for the `gpu-throughput` table:", ""]
-        lines += [f"| {today} | {hardware} | {peak:g} | {r['model']} {r['layers']}L-{r['layers']}L | {r['mfu']:.1%} | "
-                  f"`{cmd}` |" for r in steps if r["model"] != "nn.Transformer"]
+        lines += [
+            f"| {today} | {hardware} | {peak:g} | {r['model']} {r['layers']}L-{r['layers']}L | {r['mfu']:.1%} | "
+            f"`{cmd}` |"
+            for r in steps
+            if r["model"] != "nn.Transformer"
+        ]
     table = "\n".join(lines) + "\n"
     (out / "gpu_check.md").write_text(table, encoding="utf-8")
-    (out / "gpu_check.json").write_text(json.dumps(dict(date=today, hardware=hardware, peak_tflops=peak, steps=steps,
-                                                        lm=lm, runs=runs), indent=1), encoding="utf-8")
-    fig = plot_training_loss({v: r["log"] for v, r in runs.items()}, {v: r["status"] for v, r in runs.items()},
-                             title="Small preset 18L-18L, synthetic pair: training loss")
+    (out / "gpu_check.json").write_text(
+        json.dumps(dict(date=today, hardware=hardware, peak_tflops=peak, steps=steps, lm=lm, runs=runs), indent=1),
+        encoding="utf-8",
+    )
+    fig = plot_training_loss(
+        {v: r["log"] for v, r in runs.items()},
+        {v: r["status"] for v, r in runs.items()},
+        title="Small preset 18L-18L, synthetic pair: training loss",
+    )
     fig.savefig(out / "gpu_check_loss.png")
     return table
 
@@ -203,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--updates", type=int, default=300, help="updates of each small-preset run (part 3)")
     args = parser.parse_args(argv)
     try:
-        require_cuda("small")         # a GPU, or the rehearsal (the CPU with every size shrunk)
+        require_cuda("small")  # a GPU, or the rehearsal (the CPU with every size shrunk)
     except ScaleError as err:
         print(f"error: the GPU check needs a CUDA GPU: {err}", file=sys.stderr)
         return 2

@@ -13,6 +13,7 @@ comes from the training split only, ordered by frequency (fairseq's dictionary);
 becomes one memory-mapped stream of ids. A thin command line over b2t_lib.data.lm; see
 data_scripts/README.md. Re-running skips finished steps and rebuilds damaged or partial outputs.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,46 +21,92 @@ import logging
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # run from a checkout without installing
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
-from b2t_lib.data.lm import (HUB_SPLITS, WIKITEXT103_ROWS, WIKITEXT103_VOCAB,  # noqa: E402
-                             download_wikitext103, prepare_lm_data, wikitext103_sizes)
+from b2t_lib.data.lm import (
+    HUB_SPLITS,
+    WIKITEXT103_ROWS,
+    WIKITEXT103_VOCAB,  # noqa: E402
+    download_wikitext103,
+    prepare_lm_data,
+    wikitext103_sizes,
+)
 from b2t_lib.data.steps import parameter_defaults, read_json  # noqa: E402
 
-DEFAULTS = {**parameter_defaults(download_wikitext103), **parameter_defaults(prepare_lm_data)}   # the functions'
+DEFAULTS = {**parameter_defaults(download_wikitext103), **parameter_defaults(prepare_lm_data)}  # the functions'
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     epilog=__doc__.split("\n\n", 1)[1],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out-dir", type=Path, default=Path("data/wikitext103"),
-                        help="where the prepared data set goes (default: %(default)s)")
-    parser.add_argument("--raw-dir", type=Path, default=None,
-                        help="where the text written from the Hub or parquet files goes (default: OUT_DIR/raw)")
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--out-dir",
+        type=Path,
+        default=Path("data/wikitext103"),
+        help="where the prepared data set goes (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--raw-dir",
+        type=Path,
+        default=None,
+        help="where the text written from the Hub or parquet files goes (default: OUT_DIR/raw)",
+    )
     source = parser.add_mutually_exclusive_group()
-    source.add_argument("--from-files", type=Path, default=None, metavar="DIR",
-                        help="read DIR/train.txt, DIR/valid.txt, DIR/test.txt (whitespace-tokenized text) "
-                             "instead of WikiText-103; the WikiText-103 size checks are off")
-    source.add_argument("--parquet-dir", type=Path, default=None, metavar="DIR",
-                        help="read local parquet files with the Hub's layout (a 'text' column; files "
-                             "train-*.parquet, validation-*.parquet, test-*.parquet) instead of the Hub")
+    source.add_argument(
+        "--from-files",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="read DIR/train.txt, DIR/valid.txt, DIR/test.txt (whitespace-tokenized text) "
+        "instead of WikiText-103; the WikiText-103 size checks are off",
+    )
+    source.add_argument(
+        "--parquet-dir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="read local parquet files with the Hub's layout (a 'text' column; files "
+        "train-*.parquet, validation-*.parquet, test-*.parquet) instead of the Hub",
+    )
     parser.add_argument("--dataset", default=DEFAULTS["dataset"], help="Hub dataset id (default: %(default)s)")
-    parser.add_argument("--config", default=DEFAULTS["config"],
-                        help="Hub config (default: %(default)s, the tokenized <unk>-mapped benchmark)")
-    parser.add_argument("--min-count", type=int, default=DEFAULTS["min_count"], metavar="N",
-                        help="map training words seen fewer than N times to <unk> (default: %(default)s, keep all: "
-                             "WikiText-103 is already mapped); valid/test words outside the vocabulary become "
-                             "<unk> when training has <unk>, and are an error otherwise")
-    parser.add_argument("--padding-factor", type=int, default=DEFAULTS["padding_factor"],
-                        help="pad the dictionary size to a multiple of this (fairseq-preprocess: %(default)s)")
-    parser.add_argument("--expected-vocab", type=int, default=None, metavar="N",
-                        help="check that the distinct training words plus the end-of-line symbol number N "
-                             f"(default: {WIKITEXT103_VOCAB:,} for WikiText-103, no check with --from-files; 0: no check)")
-    parser.add_argument("--no-checks", action="store_true",
-                        help=f"skip the WikiText-103 size checks (rows per split "
-                             f"{', '.join(f'{n:,}' for n in WIKITEXT103_ROWS.values())}; vocabulary "
-                             f"{WIKITEXT103_VOCAB:,}), e.g. for a modified copy")
+    parser.add_argument(
+        "--config",
+        default=DEFAULTS["config"],
+        help="Hub config (default: %(default)s, the tokenized <unk>-mapped benchmark)",
+    )
+    parser.add_argument(
+        "--min-count",
+        type=int,
+        default=DEFAULTS["min_count"],
+        metavar="N",
+        help="map training words seen fewer than N times to <unk> (default: %(default)s, keep all: "
+        "WikiText-103 is already mapped); valid/test words outside the vocabulary become "
+        "<unk> when training has <unk>, and are an error otherwise",
+    )
+    parser.add_argument(
+        "--padding-factor",
+        type=int,
+        default=DEFAULTS["padding_factor"],
+        help="pad the dictionary size to a multiple of this (fairseq-preprocess: %(default)s)",
+    )
+    parser.add_argument(
+        "--expected-vocab",
+        type=int,
+        default=None,
+        metavar="N",
+        help="check that the distinct training words plus the end-of-line symbol number N "
+        f"(default: {WIKITEXT103_VOCAB:,} for WikiText-103, no check with --from-files; 0: no check)",
+    )
+    parser.add_argument(
+        "--no-checks",
+        action="store_true",
+        help=f"skip the WikiText-103 size checks (rows per split "
+        f"{', '.join(f'{n:,}' for n in WIKITEXT103_ROWS.values())}; vocabulary "
+        f"{WIKITEXT103_VOCAB:,}), e.g. for a modified copy",
+    )
     parser.add_argument("--cache-dir", default=None, help="Hugging Face datasets cache folder")
     args = parser.parse_args(argv)
     if args.min_count < 0:
@@ -75,8 +122,9 @@ def parquet_files(folder: Path) -> dict[str, list[str]]:
     for hub_split in HUB_SPLITS.values():
         found = sorted(str(p) for p in folder.glob(f"{hub_split}-*.parquet"))
         if not found:
-            raise FileNotFoundError(f"{folder} has no {hub_split}-*.parquet file (the Hub's names, e.g. "
-                                    f"{hub_split}-00000-of-00001.parquet)")
+            raise FileNotFoundError(
+                f"{folder} has no {hub_split}-*.parquet file (the Hub's names, e.g. {hub_split}-00000-of-00001.parquet)"
+            )
         files[hub_split] = found
     return files
 
@@ -85,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     logging.getLogger("b2t_lib.data").setLevel(logging.INFO)
-    checks = not args.no_checks and args.from_files is None       # the WikiText-103 sizes
+    checks = not args.no_checks and args.from_files is None  # the WikiText-103 sizes
     if args.no_checks or args.expected_vocab == 0:
         expected_vocab = None
     elif args.expected_vocab is not None:
@@ -98,21 +146,35 @@ def main(argv: list[str] | None = None) -> int:
         else:
             raw_dir = args.raw_dir or args.out_dir / "raw"
             if args.parquet_dir is not None:
-                download_wikitext103(raw_dir, dataset="parquet", config=None, cache_dir=args.cache_dir,
-                                     data_files=parquet_files(args.parquet_dir), check_rows=checks)
+                download_wikitext103(
+                    raw_dir,
+                    dataset="parquet",
+                    config=None,
+                    cache_dir=args.cache_dir,
+                    data_files=parquet_files(args.parquet_dir),
+                    check_rows=checks,
+                )
             else:
-                download_wikitext103(raw_dir, dataset=args.dataset, config=args.config, cache_dir=args.cache_dir,
-                                     check_rows=checks)
-        out = prepare_lm_data(raw_dir, args.out_dir, min_count=args.min_count, padding_factor=args.padding_factor,
-                              expected_vocab=expected_vocab)
-    except (FileNotFoundError, ValueError) as error:   # bad input data: say what and where, no traceback
+                download_wikitext103(
+                    raw_dir, dataset=args.dataset, config=args.config, cache_dir=args.cache_dir, check_rows=checks
+                )
+        out = prepare_lm_data(
+            raw_dir,
+            args.out_dir,
+            min_count=args.min_count,
+            padding_factor=args.padding_factor,
+            expected_vocab=expected_vocab,
+        )
+    except (FileNotFoundError, ValueError) as error:  # bad input data: say what and where, no traceback
         print(f"error: {error}", file=sys.stderr)
         return 1
     manifest = read_json(out / "manifest.json")
     vocab = manifest["vocabulary"]
-    print(f"vocabulary: {vocab['word_types']:,} distinct training words (<unk> included) + end-of-line = "
-          f"{vocab['word_types'] + 1:,}; dictionary {manifest['vocab_size']:,} ids (4 specials, padding to a "
-          f"multiple of {args.padding_factor})")
+    print(
+        f"vocabulary: {vocab['word_types']:,} distinct training words (<unk> included) + end-of-line = "
+        f"{vocab['word_types'] + 1:,}; dictionary {manifest['vocab_size']:,} ids (4 specials, padding to a "
+        f"multiple of {args.padding_factor})"
+    )
     for split, stats in manifest["stats"].items():
         print(f"{split}: {stats['lines']:,} lines, {stats['tokens']:,} tokens, <unk> rate {stats['unk_rate']:.4f}")
     unigram = manifest["unigram"]["valid"]

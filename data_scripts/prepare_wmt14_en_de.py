@@ -11,6 +11,7 @@
 A thin command line over :mod:`b2t_lib.data`; see data_scripts/README.md for every step.
 Re-running skips finished steps and rebuilds damaged or partial outputs.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -18,38 +19,72 @@ import logging
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # run from a checkout without installing
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
 from b2t_lib.data import prepare_wmt14_en_de  # noqa: E402
 from b2t_lib.data.steps import parameter_defaults  # noqa: E402
 
-DEFAULTS = parameter_defaults(prepare_wmt14_en_de)   # every default below is the function's
+DEFAULTS = parameter_defaults(prepare_wmt14_en_de)  # every default below is the function's
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out-dir", type=Path, default=Path("data/wmt14_en_de"),
-                        help="where the prepared data set goes (default: %(default)s)")
-    parser.add_argument("--raw-dir", type=Path, default=None,
-                        help="where downloaded raw text goes (default: OUT_DIR/raw)")
-    parser.add_argument("--from-files", type=Path, default=None, metavar="DIR",
-                        help="skip the download; DIR holds train/valid/<test>.{SRC,TGT}, one sentence per line")
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--out-dir",
+        type=Path,
+        default=Path("data/wmt14_en_de"),
+        help="where the prepared data set goes (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--raw-dir", type=Path, default=None, help="where downloaded raw text goes (default: OUT_DIR/raw)"
+    )
+    parser.add_argument(
+        "--from-files",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="skip the download; DIR holds train/valid/<test>.{SRC,TGT}, one sentence per line",
+    )
     parser.add_argument("--src-lang", default=DEFAULTS["src_lang"], help="source language (default: %(default)s)")
     parser.add_argument("--tgt-lang", default=DEFAULTS["tgt_lang"], help="target language (default: %(default)s)")
-    parser.add_argument("--max-pairs", type=int, default=None,
-                        help="keep a seeded random subset of this many training pairs (before cleaning)")
+    parser.add_argument(
+        "--max-pairs",
+        type=int,
+        default=None,
+        help="keep a seeded random subset of this many training pairs (before cleaning)",
+    )
     bpe = parser.add_mutually_exclusive_group()
-    bpe.add_argument("--bpe-merges", type=int, default=None, help=f"number of BPE merges (default: {DEFAULTS['bpe_merges']}, the paper)")
-    bpe.add_argument("--bpe-vocab-size", type=int, default=None, help="number of BPE symbols instead (alphabet + merges)")
-    parser.add_argument("--max-len", type=int, default=DEFAULTS["max_len"],
-                        help="cleaning: max tokens per training sentence (default: %(default)s)")
-    parser.add_argument("--max-ratio", type=float, default=DEFAULTS["max_ratio"],
-                        help="cleaning: max length ratio of a training pair (default: %(default)s)")
-    parser.add_argument("--aggressive-dash-splits", action="store_true",
-                        help="Moses -a: split hyphens into @-@ (fairseq's recipe; Google's data, used by the paper, did not)")
-    parser.add_argument("--seed", type=int, default=DEFAULTS["seed"], help="seed of the --max-pairs subset "
-                        "(default: %(default)s)")
+    bpe.add_argument(
+        "--bpe-merges",
+        type=int,
+        default=None,
+        help=f"number of BPE merges (default: {DEFAULTS['bpe_merges']}, the paper)",
+    )
+    bpe.add_argument(
+        "--bpe-vocab-size", type=int, default=None, help="number of BPE symbols instead (alphabet + merges)"
+    )
+    parser.add_argument(
+        "--max-len",
+        type=int,
+        default=DEFAULTS["max_len"],
+        help="cleaning: max tokens per training sentence (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--max-ratio",
+        type=float,
+        default=DEFAULTS["max_ratio"],
+        help="cleaning: max length ratio of a training pair (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--aggressive-dash-splits",
+        action="store_true",
+        help="Moses -a: split hyphens into @-@ (fairseq's recipe; Google's data, used by the paper, did not)",
+    )
+    parser.add_argument(
+        "--seed", type=int, default=DEFAULTS["seed"], help="seed of the --max-pairs subset (default: %(default)s)"
+    )
     parser.add_argument("--workers", type=int, default=None, help="tokenizer processes (default: all cores)")
     parser.add_argument("--cache-dir", default=None, help="Hugging Face datasets cache folder")
     args = parser.parse_args(argv)
@@ -69,10 +104,21 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     # The same function the translation task calls when its small/full data is missing.
     out = prepare_wmt14_en_de(
-        args.out_dir, raw_dir=args.raw_dir, from_files=args.from_files, src_lang=args.src_lang,
-        tgt_lang=args.tgt_lang, bpe_vocab_size=args.bpe_vocab_size, bpe_merges=args.bpe_merges,
-        max_pairs=args.max_pairs, seed=args.seed, max_len=args.max_len, max_ratio=args.max_ratio,
-        aggressive_dash_splits=args.aggressive_dash_splits, workers=args.workers, cache_dir=args.cache_dir)
+        args.out_dir,
+        raw_dir=args.raw_dir,
+        from_files=args.from_files,
+        src_lang=args.src_lang,
+        tgt_lang=args.tgt_lang,
+        bpe_vocab_size=args.bpe_vocab_size,
+        bpe_merges=args.bpe_merges,
+        max_pairs=args.max_pairs,
+        seed=args.seed,
+        max_len=args.max_len,
+        max_ratio=args.max_ratio,
+        aggressive_dash_splits=args.aggressive_dash_splits,
+        workers=args.workers,
+        cache_dir=args.cache_dir,
+    )
     print(out)
     return 0
 

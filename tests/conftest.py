@@ -2,6 +2,7 @@
 synchronization, and on a busy 2-core machine two threads per process wait for each other.
 Measured on the shared development machine (load about 6), four test files (core model,
 diagnostics, core gradients, Jacobians): 81-109 s with torch's default two threads, 9-13 s with one."""
+
 import torch
 
 torch.set_num_threads(1)
@@ -11,7 +12,7 @@ torch.set_num_threads(1)
 import importlib.util  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]       # the repository
+ROOT = Path(__file__).resolve().parents[1]  # the repository
 
 
 def load_script(path: Path):

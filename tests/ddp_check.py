@@ -1,6 +1,7 @@
 """The distributed-equivalence check the translation, language-model and speech tests share: train a config
 in two gloo processes on the CPU (update_freq 1 each) and in one process that accumulates the same total
 batch (update_freq 2); the two runs must end with the same parameters."""
+
 import os
 import socket
 from pathlib import Path
@@ -18,8 +19,9 @@ def _free_port() -> int:
 
 
 def _worker(rank: int, port: int, values: dict) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE="2",
-                      LOCAL_RANK=str(rank))
+    os.environ.update(
+        MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank)
+    )
     trainer = Trainer(TrainConfig.from_dict(values))
     assert trainer.env.world_size == 2
     trainer.train()

@@ -1,4 +1,5 @@
 """Adaptive input and adaptive softmax (docs/methods.md §3.4): normalization, the loss, tying, sizes."""
+
 from __future__ import annotations
 
 import math
@@ -14,14 +15,15 @@ from b2t_lib.special_tokens import PAD
 from b2t_lib.embedding import TokenInput
 from b2t_lib.utils import count_parameters
 
-V, D, CUTOFF = 50, 16, [10, 30]          # bands [0, 10), [10, 30), [30, 50); dims 16, 4, 1
+V, D, CUTOFF = 50, 16, [10, 30]  # bands [0, 10), [10, 30), [30, 50); dims 16, 4, 1
 
 
 def build(cutoff=CUTOFF, vocab=V, d=D, dropout=0.0, tie=True, tie_proj=True, factor=4.0, seed=0):
     torch.manual_seed(seed)
     inp = AdaptiveInput(vocab, d, cutoff, factor=factor)
-    out = AdaptiveSoftmax(vocab, d, cutoff, dropout=dropout, factor=factor,
-                          adaptive_input=inp if tie else None, tie_proj=tie_proj and tie)
+    out = AdaptiveSoftmax(
+        vocab, d, cutoff, dropout=dropout, factor=factor, adaptive_input=inp if tie else None, tie_proj=tie_proj and tie
+    )
     return inp, out
 
 
@@ -40,7 +42,7 @@ def test_log_probabilities_sum_to_one(tie, tie_proj):
     _, softmax = build(tie=tie, tie_proj=tie_proj)
     softmax.eval()
     hidden = torch.randn(3, 7, D) * 3
-    log_p = softmax.log_prob(hidden).double()                       # (3, 7, V)
+    log_p = softmax.log_prob(hidden).double()  # (3, 7, V)
     assert log_p.shape == (3, 7, V)
     torch.testing.assert_close(log_p.exp().sum(-1), torch.ones(3, 7, dtype=torch.float64), atol=1e-5, rtol=0)
     # they are logits too: log_softmax leaves them unchanged (what generation applies)
@@ -52,17 +54,17 @@ def test_loss_equals_nll_of_the_full_log_probabilities(tie):
     _, softmax = build(tie=tie)
     softmax.eval()
     y = targets_in_every_band()
-    y[::5] = PAD                                                      # padding is not counted
+    y[::5] = PAD  # padding is not counted
     hidden = torch.randn(len(y), D, requires_grad=True)
     nll, ntokens = softmax.loss(hidden, y)
-    full = softmax.log_prob(hidden)                                   # (N, V)
+    full = softmax.log_prob(hidden)  # (N, V)
     expected = -full.gather(1, y[:, None]).squeeze(1)[y.ne(PAD)].sum()
     assert int(ntokens) == int(y.ne(PAD).sum())
     torch.testing.assert_close(nll, expected, atol=1e-4, rtol=1e-5)
     torch.testing.assert_close(softmax.target_log_prob(hidden, y), full.gather(1, y[:, None]).squeeze(1))
     # and the gradients agree too
-    g_loss, = torch.autograd.grad(nll, hidden)
-    g_full, = torch.autograd.grad(expected, hidden)
+    (g_loss,) = torch.autograd.grad(nll, hidden)
+    (g_full,) = torch.autograd.grad(expected, hidden)
     torch.testing.assert_close(g_loss, g_full, atol=1e-5, rtol=1e-4)
 
 
@@ -91,7 +93,7 @@ def test_one_band_is_a_plain_tied_softmax():
     softmax.eval()
     assert len(softmax.tail) == 0 and softmax.head_size == V
     hidden = torch.randn(4, 5, D)
-    embedding = inp.embeddings[0][0].weight                           # (V, D)
+    embedding = inp.embeddings[0][0].weight  # (V, D)
     torch.testing.assert_close(softmax.log_prob(hidden), F.log_softmax(hidden @ embedding.T, dim=-1))
     y = torch.randint(0, V, (4, 5))
     expected = F.cross_entropy((hidden @ embedding.T).view(-1, V), y.view(-1), ignore_index=PAD, reduction="sum")
@@ -111,13 +113,13 @@ def test_tying_shares_the_storage():
     before = inp(tokens).detach().clone()
     nll, _ = softmax.loss(torch.randn(len(tokens), D), tokens)
     nll.backward()
-    with torch.no_grad():              # one plain SGD step (band 0's input projection gets no gradient here)
+    with torch.no_grad():  # one plain SGD step (band 0's input projection gets no gradient here)
         for p in model.parameters():
             if p.grad is not None:
                 p -= 1.0 * p.grad
     after = inp(tokens).detach()
     bounds = [0] + softmax.cutoff
-    for lo, hi in zip(bounds, bounds[1:]):   # every band's embedding moved
+    for lo, hi in zip(bounds, bounds[1:]):  # every band's embedding moved
         band = (tokens >= lo) & (tokens < hi)
         assert not torch.allclose(before[band], after[band])
     # untied projections: the tail's own Linear, not the input's
@@ -140,7 +142,7 @@ def test_state_dict_round_trip_keeps_the_tying():
 
 def _input_parameters(vocab, d, cutoff, factor):
     bounds = [0] + band_boundaries(vocab, cutoff)
-    dims = [int(d // factor ** i) for i in range(len(bounds) - 1)]
+    dims = [int(d // factor**i) for i in range(len(bounds) - 1)]
     return sum((hi - lo) * di + di * d for lo, hi, di in zip(bounds, bounds[1:], dims)), bounds, dims
 
 
@@ -149,19 +151,21 @@ def test_parameter_counts_match_the_formula(vocab, d, cutoff):
     # sum_i (n_i d_i + d_i d) for the input; the tied softmax adds only the K-1 cluster vectors
     n_input, bounds, dims = _input_parameters(vocab, d, cutoff, 4)
     n_tails = len(bounds) - 2
-    if vocab > 1000:   # the WikiText-103 sizes, from the formula alone (building them takes seconds)
+    if vocab > 1000:  # the WikiText-103 sizes, from the formula alone (building them takes seconds)
         assert n_input == 20000 * 1024 + 1024 * 1024 + 40000 * 256 + 256 * 1024 + 207_744 * 64 + 64 * 1024
-        assert n_input + 1024 * 2 < 0.17 * vocab * d      # vs 274M for a full tied embedding + softmax
+        assert n_input + 1024 * 2 < 0.17 * vocab * d  # vs 274M for a full tied embedding + softmax
         return
     inp, softmax = build(vocab=vocab, d=d, cutoff=cutoff)
     assert count_parameters(inp) == n_input
     assert count_parameters(nn.ModuleDict({"i": inp, "s": softmax})) == n_input + d * n_tails
     inp, softmax = build(vocab=vocab, d=d, cutoff=cutoff, tie_proj=False)
-    assert count_parameters(nn.ModuleDict({"i": inp, "s": softmax})) == \
-        n_input + d * n_tails + sum(d * di for di in dims[1:])
+    assert count_parameters(nn.ModuleDict({"i": inp, "s": softmax})) == n_input + d * n_tails + sum(
+        d * di for di in dims[1:]
+    )
     _, softmax = build(vocab=vocab, d=d, cutoff=cutoff, tie=False)
     assert count_parameters(softmax) == d * (bounds[1] + n_tails) + sum(
-        d * di + di * (hi - lo) for lo, hi, di in zip(bounds[1:], bounds[2:], dims[1:]))
+        d * di + di * (hi - lo) for lo, hi, di in zip(bounds[1:], bounds[2:], dims[1:])
+    )
 
 
 def test_dropout_only_in_training():
@@ -174,7 +178,7 @@ def test_dropout_only_in_training():
     torch.testing.assert_close(softmax.loss(hidden, y)[0], softmax.loss(hidden, y)[0], rtol=0, atol=0)
     _, plain = build(dropout=0.0)
     plain.eval()
-    torch.testing.assert_close(a, plain.log_prob(hidden))     # same weights (same seed), no dropout
+    torch.testing.assert_close(a, plain.log_prob(hidden))  # same weights (same seed), no dropout
     softmax.train()
     torch.manual_seed(0)
     c = softmax.log_prob(hidden)
@@ -185,14 +189,14 @@ def test_dropout_only_in_training():
 def test_adaptive_input_bands_init_and_padding():
     inp, _ = build()
     tokens = torch.tensor([[0, 1, 9, 10, 29], [30, 49, 1, 2, 15]])
-    out = inp(tokens)                                                   # (2, 5, D)
+    out = inp(tokens)  # (2, 5, D)
     assert out.shape == (2, 5, D)
     bounds = [0] + inp.cutoff
     for t, vec in zip(tokens.view(-1).tolist(), out.view(-1, D)):
         band = next(i for i in range(len(bounds) - 1) if bounds[i] <= t < bounds[i + 1])
         emb, proj = inp.weights_for_band(band)
         torch.testing.assert_close(vec, proj @ emb[t - bounds[band]])
-    assert torch.count_nonzero(out[0, 1]) == 0                         # padding embeds to zero
+    assert torch.count_nonzero(out[0, 1]) == 0  # padding embeds to zero
     assert inp.dims == [16, 4, 1]
     # fairseq's init: N(0, d_i^-1/2), row `pad` zero in every band, xavier projections
     torch.manual_seed(0)
@@ -224,7 +228,7 @@ def test_every_parameter_gets_a_gradient_even_without_tail_tokens():
     """DistributedDataParallel needs every parameter in every backward pass."""
     for tie_proj in (True, False):
         inp, softmax = build(tie_proj=tie_proj)
-        tokens = torch.tensor([[2, 3, 4, 5]])                   # band 0 only
+        tokens = torch.tensor([[2, 3, 4, 5]])  # band 0 only
         hidden = inp(tokens)
         nll, _ = softmax.loss(hidden, tokens)
         nll.backward()
@@ -236,7 +240,7 @@ def test_generation_needs_only_the_last_position():
     _, softmax = build()
     softmax.eval()
     hidden = torch.randn(2, 6, D)
-    full = softmax(hidden)                                      # (2, 6, V): forward == log_prob
+    full = softmax(hidden)  # (2, 6, V): forward == log_prob
     torch.testing.assert_close(softmax.log_prob(hidden[:, -1]), full[:, -1])
     assert softmax.log_prob(hidden[:, -1]).shape == (2, V)
 
@@ -258,7 +262,7 @@ def test_bad_configurations_are_refused():
     with pytest.raises(ConfigError, match="increase strictly"):
         AdaptiveInput(V, D, [10, 60])
     with pytest.raises(ConfigError, match="band dimensions"):
-        AdaptiveInput(V, 8, [10, 20, 30, 40])               # 8, 2, 0: a zero-width band
+        AdaptiveInput(V, 8, [10, 20, 30, 40])  # 8, 2, 0: a zero-width band
     with pytest.raises(ConfigError, match="first band"):
         AdaptiveInput(V, D, [1, 30])
     inp = AdaptiveInput(V, D, [10, 30])

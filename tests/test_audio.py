@@ -1,4 +1,5 @@
 """Audio features (b2t_lib.data.audio) and word error rate (b2t_lib.metrics)."""
+
 from __future__ import annotations
 
 import io
@@ -10,8 +11,15 @@ import soundfile as sf
 import torch
 import torchaudio
 
-from b2t_lib.data.audio import (AudioError, extract_features, fbank, load_waveform, num_frames, read_audio,
-                                utterance_cmvn)
+from b2t_lib.data.audio import (
+    AudioError,
+    extract_features,
+    fbank,
+    load_waveform,
+    num_frames,
+    read_audio,
+    utterance_cmvn,
+)
 from b2t_lib.metrics import normalize_words, wer_counts, word_error_rate
 
 
@@ -19,7 +27,7 @@ def tones(rate: int, seconds: float = 1.0, freqs=(300.0, 700.0, 1500.0, 2500.0))
     """A chord of sines below 4 kHz (identical content at 8 and 16 kHz), amplitude 0.5."""
     t = np.arange(int(rate * seconds)) / rate
     x = sum(np.sin(2 * np.pi * f * t) for f in freqs) / len(freqs) * 0.5
-    x *= np.minimum(1.0, np.minimum(t, t[-1] - t) / 0.05)   # 50 ms fades: no clicks at the ends
+    x *= np.minimum(1.0, np.minimum(t, t[-1] - t) / 0.05)  # 50 ms fades: no clicks at the ends
     return x.astype(np.float32)
 
 
@@ -32,13 +40,14 @@ def encode(x: np.ndarray, rate: int, fmt: str, subtype: str | None = None) -> by
 def test_fbank_is_the_kaldi_call_on_16_bit_samples():
     x = torch.from_numpy(tones(16000))
     ours = fbank(x)
-    direct = torchaudio.compliance.kaldi.fbank(x[None] * 32768, num_mel_bins=80, frame_length=25.0,
-                                               frame_shift=10.0, dither=0.0, sample_frequency=16000.0)
+    direct = torchaudio.compliance.kaldi.fbank(
+        x[None] * 32768, num_mel_bins=80, frame_length=25.0, frame_shift=10.0, dither=0.0, sample_frequency=16000.0
+    )
     assert ours.shape == (98, 80) and ours.dtype == torch.float32
     assert torch.equal(ours, direct)
     # Without the 2^15 scaling every log energy would be lower by log(2^30) (power spectrum).
     unscaled = torchaudio.compliance.kaldi.fbank(x[None], num_mel_bins=80, dither=0.0, sample_frequency=16000.0)
-    loud = ours.min(dim=0).values > 10              # bins well above Kaldi's energy floor, even unscaled
+    loud = ours.min(dim=0).values > 10  # bins well above Kaldi's energy floor, even unscaled
     assert loud.sum() > 10
     difference = (ours - unscaled)[:, loud]
     assert torch.allclose(difference, torch.full_like(difference, 30 * np.log(2.0)), atol=1e-2)
@@ -56,7 +65,7 @@ def test_8khz_and_16khz_recordings_of_the_same_sound_give_close_features(tmp_pat
         paths[rate] = tmp_path / f"tone{rate}.wav"
         sf.write(paths[rate], tones(rate), rate, subtype="PCM_16")
     wave8, wave16 = load_waveform(paths[8000]), load_waveform(paths[16000])
-    assert len(wave8) == len(wave16) == 16000                   # resampled to 16 kHz
+    assert len(wave8) == len(wave16) == 16000  # resampled to 16 kHz
     f8, f16 = extract_features(paths[8000]), extract_features(paths[16000])
     assert f8.shape == f16.shape == (98, 80)
     # Mel bins below ~3.5 kHz (where both carry the tones) agree closely; a wrong rate would shift
@@ -65,7 +74,7 @@ def test_8khz_and_16khz_recordings_of_the_same_sound_give_close_features(tmp_pat
     assert np.abs(f8[5:-5, low] - f16[5:-5, low]).mean() < 0.05
     loud = f16[5:-5].mean(axis=0) > 10
     assert np.abs(f8[5:-5][:, loud] - f16[5:-5][:, loud]).max() < 0.1
-    wrong = fbank(torch.from_numpy(tones(8000)), sample_rate=16000)   # 8 kHz samples said to be 16 kHz
+    wrong = fbank(torch.from_numpy(tones(8000)), sample_rate=16000)  # 8 kHz samples said to be 16 kHz
     assert np.abs(wrong.numpy()[5:45, low] - f16[5:45, low]).mean() > 1.0
 
 
@@ -82,15 +91,15 @@ def test_stereo_is_mixed_down_to_mono(tmp_path):
 
 
 def test_wav_flac_and_ogg_as_paths_or_bytes(tmp_path):
-    x = np.round(tones(16000) * 32767) / 32768                       # exactly representable in 16 bits
+    x = np.round(tones(16000) * 32767) / 32768  # exactly representable in 16 bits
     wav, flac = encode(x, 16000, "WAV", "PCM_16"), encode(x, 16000, "FLAC", "PCM_16")
     ogg = encode(x, 16000, "OGG", "VORBIS")
     (tmp_path / "a.flac").write_bytes(flac)
     reference = load_waveform(wav)
-    assert torch.equal(load_waveform(flac), reference)               # FLAC is lossless
+    assert torch.equal(load_waveform(flac), reference)  # FLAC is lossless
     assert torch.equal(load_waveform(tmp_path / "a.flac"), reference)
     assert np.allclose(reference.numpy(), x)
-    lossy = extract_features(ogg)                                    # Vorbis: lossy but the same sound
+    lossy = extract_features(ogg)  # Vorbis: lossy but the same sound
     assert lossy.shape == (98, 80)
     loud = extract_features(wav).mean(axis=0) > 10
     assert np.abs(lossy[:, loud] - extract_features(wav)[:, loud]).mean() < 0.5
@@ -109,13 +118,13 @@ def test_unreadable_or_missing_audio_names_the_file(tmp_path):
 def test_utterance_cmvn_gives_zero_mean_unit_variance_per_dimension():
     rng = np.random.default_rng(0)
     features = (rng.normal(3.0, 2.0, (200, 80)) * np.linspace(0.5, 4, 80)).astype(np.float16)
-    features[:, 7] = 4.5                                             # a constant dimension
+    features[:, 7] = 4.5  # a constant dimension
     x = utterance_cmvn(features)
     assert x.dtype == torch.float32 and x.shape == (200, 80)
     assert torch.allclose(x.mean(dim=0), torch.zeros(80), atol=1e-5)
     var = x.var(dim=0, unbiased=False)
     assert torch.allclose(var[torch.arange(80) != 7], torch.ones(79), atol=1e-4)
-    assert torch.all(x[:, 7] == 0)                                   # no division by zero
+    assert torch.all(x[:, 7] == 0)  # no division by zero
     # The same from a tensor, and from a read-only memory-mapped array (what the loader passes).
     assert torch.equal(utterance_cmvn(torch.from_numpy(features)), x)
     readonly = features.copy()
@@ -127,14 +136,19 @@ def test_utterance_cmvn_gives_zero_mean_unit_variance_per_dimension():
 # ---------------------------------------------------------------------------------------------- WER
 def test_wer_values():
     assert word_error_rate(["the cat sat"], ["the cat sat"]) == 0.0
-    assert word_error_rate(["the cat sat down"], ["the dog sat down"]) == 25.0          # 1 substitution / 4
-    assert word_error_rate(["a b c d"], ["a c d"]) == 25.0                              # 1 deletion
-    assert word_error_rate(["a b"], ["x a b y z"]) == 150.0                             # 3 insertions / 2
+    assert word_error_rate(["the cat sat down"], ["the dog sat down"]) == 25.0  # 1 substitution / 4
+    assert word_error_rate(["a b c d"], ["a c d"]) == 25.0  # 1 deletion
+    assert word_error_rate(["a b"], ["x a b y z"]) == 150.0  # 3 insertions / 2
     # corpus level: (1 + 2) errors over (4 + 2) words, not the mean of 25% and 100%
     assert word_error_rate(["a b c d", "e f"], ["a b x d", ""]) == 50.0
     counts = wer_counts(["a b c d", "e f"], ["a b x d", "e f g"])
-    assert (counts["substitutions"], counts["deletions"], counts["insertions"], counts["hits"],
-            counts["reference_words"]) == (1, 0, 1, 5, 6)
+    assert (
+        counts["substitutions"],
+        counts["deletions"],
+        counts["insertions"],
+        counts["hits"],
+        counts["reference_words"],
+    ) == (1, 0, 1, 5, 6)
 
 
 def test_wer_is_on_lower_cased_words_and_matches_jiwer():

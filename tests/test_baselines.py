@@ -1,5 +1,6 @@
 """The five baselines: each forward pass equals its definition computed by hand from the model's own
 parameters (eval mode, no dropout), and each initialization matches its formulas at two depths."""
+
 import math
 
 import pytest
@@ -15,8 +16,17 @@ V, D, HEADS, FF = 40, 16, 4, 32
 
 def make(variant, enc=2, dec=3, lm=False, perturb_norms=True, **extra):
     seed_everything(0)
-    cfg = ModelConfig(vocab_size=V, d_model=D, n_heads=HEADS, d_ff=FF, encoder_layers=0 if lm else enc,
-                      decoder_layers=dec, variant=variant, dropout=0.0, **extra)
+    cfg = ModelConfig(
+        vocab_size=V,
+        d_model=D,
+        n_heads=HEADS,
+        d_ff=FF,
+        encoder_layers=0 if lm else enc,
+        decoder_layers=dec,
+        variant=variant,
+        dropout=0.0,
+        **extra,
+    )
     model = (LanguageModel(cfg) if lm else EncoderDecoder(cfg)).eval()
     with torch.no_grad():  # LayerNorms start as identities; make each one distinct, so a mix-up shows
         for module in model.modules() if perturb_norms else ():
@@ -114,7 +124,7 @@ def test_official_code_biases_are_zero(variant):
             for proj in (attn.q_proj, attn.k_proj, attn.v_proj, attn.out_proj):
                 assert float(proj.bias.detach().abs().max()) == 0.0
         assert float(layer.fc1.bias.detach().abs().max()) == 0.0 == float(layer.fc2.bias.detach().abs().max())
-    fairseq = make("post_ln", perturb_norms=False)   # fairseq 0.9 keeps PyTorch's default biases
+    fairseq = make("post_ln", perturb_norms=False)  # fairseq 0.9 keeps PyTorch's default biases
     assert float(fairseq.encoder.layers[0].self_attn.q_proj.bias.detach().abs().max()) > 0.0
 
 
@@ -141,8 +151,7 @@ def test_deepnet_forward_is_post_ln_with_alpha_on_every_shortcut(lm):
     for layer in model.decoder.layers:
         y = ln(layer.self_attn_layer_norm, alpha_d * y + attention(layer.self_attn, y, y, causal=True))
         if not lm:
-            y = ln(layer.encoder_attn_layer_norm,
-                   alpha_d * y + attention(layer.encoder_attn, y, memory, memory_mask))
+            y = ln(layer.encoder_attn_layer_norm, alpha_d * y + attention(layer.encoder_attn, y, memory, memory_mask))
         y = ln(layer.final_layer_norm, alpha_d * y + ffn(layer, y))
     torch.testing.assert_close(model.decoder.extract_features(tgt, *(() if lm else (memory, memory_mask))), y)
 
@@ -154,8 +163,16 @@ def _std(tensors):
 @pytest.mark.parametrize("depth", [6, 18])
 def test_deepnet_init_std_matches_beta_scaled_xavier(depth):
     seed_everything(0)
-    cfg = ModelConfig(vocab_size=V, d_model=64, n_heads=4, d_ff=256, encoder_layers=depth,
-                      decoder_layers=depth, variant="deepnet", dropout=0.0)
+    cfg = ModelConfig(
+        vocab_size=V,
+        d_model=64,
+        n_heads=4,
+        d_ff=256,
+        encoder_layers=depth,
+        decoder_layers=depth,
+        variant="deepnet",
+        dropout=0.0,
+    )
     model = EncoderDecoder(cfg)
     beta_e = 0.87 * (depth**4 * depth) ** (-1 / 16)
     beta_d = (12 * depth) ** -0.25
@@ -178,12 +195,21 @@ def test_deepnet_init_std_matches_beta_scaled_xavier(depth):
 
 def test_deepnet_encoder_beta_factor_is_switchable():
     seed_everything(0)
-    common = dict(vocab_size=V, d_model=64, n_heads=4, d_ff=256, encoder_layers=6, decoder_layers=6,
-                  variant="deepnet", dropout=0.0)
+    common = dict(
+        vocab_size=V,
+        d_model=64,
+        n_heads=4,
+        d_ff=256,
+        encoder_layers=6,
+        decoder_layers=6,
+        variant="deepnet",
+        dropout=0.0,
+    )
     paper = _std(l.fc1.weight for l in EncoderDecoder(ModelConfig(**common)).encoder.layers)
     seed_everything(0)
-    torchscale = _std(l.fc1.weight for l in EncoderDecoder(
-        ModelConfig(**common, deepnet_encoder_beta_factor=1.15)).encoder.layers)
+    torchscale = _std(
+        l.fc1.weight for l in EncoderDecoder(ModelConfig(**common, deepnet_encoder_beta_factor=1.15)).encoder.layers
+    )
     assert torchscale / paper == pytest.approx(1.15 / 0.87, rel=0.03)
 
 
@@ -237,11 +263,14 @@ def _check_admin_profile(model, batch):
         x, mask = embedded(stack, inputs)
         cumulative = float(x.var())  # Var(x_0)
         s = 1.0  # the recursion s := sqrt(Var(omega_i x_{i-1}) + Var(f_i)), starting at 1
-        kwargs = dict(padding_mask=mask) if stack is model.encoder else dict(
-            memory=memory, memory_padding_mask=memory_mask)
+        kwargs = (
+            dict(padding_mask=mask) if stack is model.encoder else dict(memory=memory, memory_padding_mask=memory_mask)
+        )
         for i, (branch, norm, omega) in enumerate(
-                (b, n, w) for layer in stack.layers
-                for (b, n), w in zip(layer.sublayers(**kwargs), layer.admin_shortcut_weights)):
+            (b, n, w)
+            for layer in stack.layers
+            for (b, n), w in zip(layer.sublayers(**kwargs), layer.admin_shortcut_weights)
+        ):
             assert torch.all(omega == omega[0]), "profiling fills omega with one scalar"
             assert float(omega[0]) == pytest.approx(s, rel=1e-5)
             if i > 0:  # omega_i^2 ~ Var(x_0) + sum_{j<i} Var(f_j), as the LN outputs have variance ~1
@@ -295,8 +324,17 @@ def test_tfixup_has_no_layer_norm_and_plain_residuals():
 @pytest.mark.parametrize("depth", [6, 18])
 def test_tfixup_init_std_matches_its_scaling(depth):
     seed_everything(0)
-    cfg = ModelConfig(vocab_size=400, d_model=64, n_heads=4, d_ff=256, encoder_layers=depth,
-                      decoder_layers=depth, variant="tfixup", dropout=0.0, share_embeddings=False)
+    cfg = ModelConfig(
+        vocab_size=400,
+        d_model=64,
+        n_heads=4,
+        d_ff=256,
+        encoder_layers=depth,
+        decoder_layers=depth,
+        variant="tfixup",
+        dropout=0.0,
+        share_embeddings=False,
+    )
     model = EncoderDecoder(cfg)
     enc_factor, dec_factor = 0.67 * depth**-0.25, (9 * depth) ** -0.25
     ffn_xavier, attn_xavier = math.sqrt(2 / (64 + 256)), math.sqrt(2 / 128)
@@ -320,8 +358,16 @@ def test_tfixup_init_std_matches_its_scaling(depth):
 
 def test_tfixup_shared_embedding_is_scaled_once_by_the_encoder_factor():
     seed_everything(0)
-    cfg = ModelConfig(vocab_size=400, d_model=64, n_heads=4, d_ff=128, encoder_layers=12, decoder_layers=3,
-                      variant="tfixup", dropout=0.0)
+    cfg = ModelConfig(
+        vocab_size=400,
+        d_model=64,
+        n_heads=4,
+        d_ff=128,
+        encoder_layers=12,
+        decoder_layers=3,
+        variant="tfixup",
+        dropout=0.0,
+    )
     model = EncoderDecoder(cfg)
     assert model.encoder.embed_tokens is model.decoder.embed_tokens
     measured = _std([model.encoder.embed_tokens.weight[4:]])
@@ -369,7 +415,7 @@ def test_dlcl_average_init_is_lower_triangular_running_mean():
     assert w.shape == (5, 5) and model.decoder.dlcl_weights.shape == (3, 3)
     for k in range(5):
         torch.testing.assert_close(w[k, : k + 1], torch.full((k + 1,), 1 / (k + 1)))
-        assert float(w[k, k + 1:].abs().sum()) == 0.0
+        assert float(w[k, k + 1 :].abs().sum()) == 0.0
     assert len(model.encoder.dlcl_layer_norms) == 4
 
 
@@ -407,8 +453,9 @@ def test_dlcl_layer_inputs_are_normalized_combinations_of_all_earlier_outputs(lm
         return ln(layer.final_layer_norm, h + ffn(layer, h))
 
     y, _ = embedded(model.decoder, tgt)
-    torch.testing.assert_close(model.decoder.extract_features(tgt, memory, memory_mask),
-                               by_hand(model.decoder, y, dec_layer))
+    torch.testing.assert_close(
+        model.decoder.extract_features(tgt, memory, memory_mask), by_hand(model.decoder, y, dec_layer)
+    )
 
 
 # ------------------------------------------------------------------ generation

@@ -1,5 +1,6 @@
 """Every variant in the registry trains a few updates of the tiny synthetic translation task at
 6L-6L with the course's trainer, and its training loss falls."""
+
 import pytest
 
 import b2t_lib
@@ -22,8 +23,19 @@ def test_every_variant_trains_with_a_falling_loss(variant, tiny_data, tmp_path):
     from b2t_lib.train import load_checkpoint, read_log, train
 
     # 12 updates do not leave the unigram plateau: the stall rule (a map cell is judged at its end) is off here.
-    options = dict(data=str(tiny_data), d_model=32, n_heads=4, d_ff=64, dropout=0.0, max_tokens=512,
-                   warmup_updates=4, threads=1, log_interval=1, divergence_patience=UPDATES, stall_deadline=0)
+    options = dict(
+        data=str(tiny_data),
+        d_model=32,
+        n_heads=4,
+        d_ff=64,
+        dropout=0.0,
+        max_tokens=512,
+        warmup_updates=4,
+        threads=1,
+        log_interval=1,
+        divergence_patience=UPDATES,
+        stall_deadline=0,
+    )
     cfg = cell_config(variant, 6, 3e-3, UPDATES, options, save_dir=tmp_path / "run")
     record = train(cfg)
     assert record["status"] == "completed", record["message"]

@@ -1,4 +1,5 @@
 """A notebook's claim fails the notebook at the tiny scale and is reported at small/full (b2t_lib.claims)."""
+
 import pytest
 
 from b2t_lib.claims import ClaimFailed, claim, claims
@@ -9,7 +10,7 @@ def test_a_failing_claim_fails_at_tiny_and_names_what_was_measured(monkeypatch, 
     assert claim(1 < 2, "one is less than two") is True
     with pytest.raises(ClaimFailed, match=r"Post-LN stalls \(measured: completed\)"):
         claim(False, "Post-LN stalls", "completed")
-    assert capsys.readouterr().out == ""                     # nothing printed at tiny: notebook outputs unchanged
+    assert capsys.readouterr().out == ""  # nothing printed at tiny: notebook outputs unchanged
     assert [c.statement for c in claims()[-2:]] == ["one is less than two", "Post-LN stalls"]
 
 

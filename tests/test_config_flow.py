@@ -3,6 +3,7 @@ command line, presets, the task's model, checkpoints and result.json with nothin
 
 The slow test adds two fields to ModelConfig (a subclass stands for the edit of b2t_lib/config.py) and
 follows them through a real run of ``python -m b2t_lib train``."""
+
 from __future__ import annotations
 
 import json
@@ -34,7 +35,7 @@ def test_every_settable_model_field_is_an_option_once_and_round_trips():
     assert cfg.model.deepnet_encoder_beta_factor == 1.15 and cfg.model.d_model == 32
     flat = cfg.to_dict()
     assert set(flat) == set(names) and flat["deepnet_encoder_beta_factor"] == 1.15
-    assert TrainConfig.from_dict(json.loads(json.dumps(flat))) == cfg       # what result.json holds rebuilds it
+    assert TrainConfig.from_dict(json.loads(json.dumps(flat))) == cfg  # what result.json holds rebuilds it
     assert cfg.replace(n_heads=2, lr=1e-4).model.n_heads == 2
 
 
@@ -48,18 +49,26 @@ class _ToyTask(Task):
         self.dictionary = ["w"] * 57  # stands for the task's dictionary
 
     def load_datasets(self): ...
-    def train_batches(self, epoch, rank, world_size): return []
-    def valid_batches(self): return []
-    def collate(self, split, indices): return {}
+    def train_batches(self, epoch, rank, world_size):
+        return []
+
+    def valid_batches(self):
+        return []
+
+    def collate(self, split, indices):
+        return {}
+
     def build_model(self): ...
-    def evaluate(self, model, device): return {}
+    def evaluate(self, model, device):
+        return {}
 
 
 def test_a_new_task_gets_the_whole_model_config_and_adds_only_the_data():
-    cfg = TrainConfig.from_preset("mt", "tiny", variant="realformer", realformer_running_mean=True, d_ff=96,
-                                  word_dropout=0.05)
+    cfg = TrainConfig.from_preset(
+        "mt", "tiny", variant="realformer", realformer_running_mean=True, d_ff=96, word_dropout=0.05
+    )
     model_cfg = _ToyTask(cfg).model_config()
-    assert model_cfg == cfg.model.replace(vocab_size=57)       # every user option, plus the data's vocabulary
+    assert model_cfg == cfg.model.replace(vocab_size=57)  # every user option, plus the data's vocabulary
 
 
 @dataclass
@@ -82,13 +91,41 @@ def test_a_new_model_field_reaches_help_presets_model_checkpoints_and_result(tmp
     assert "--demo-cutoffs INT,..." in text and "(default: (3, 5))" in text
     assert TrainConfig.from_preset("mt", "tiny", demo_gain=0.25).model.demo_gain == 0.25
 
-    data = prepare_synthetic_mt(tmp_path / "data", n_train=120, n_valid=10, n_test=10, bpe_vocab_size=200,
-                                workers=1)
+    data = prepare_synthetic_mt(tmp_path / "data", n_train=120, n_valid=10, n_test=10, bpe_vocab_size=200, workers=1)
     run = tmp_path / "run"
-    argv = ["train", "--data", str(data), "--save-dir", str(run), "--d-model", "16", "--n-heads", "2",
-            "--d-ff", "32", "--encoder-layers", "1", "--decoder-layers", "1", "--max-tokens", "256",
-            "--threads", "1", "--no-progress-bar", "--max-update", "2", "--warmup-updates", "1",
-            "--save-interval", "2", "--no-eval-at-end", "--demo-gain", "0.5", "--demo-cutoffs", "2,4,8"]
+    argv = [
+        "train",
+        "--data",
+        str(data),
+        "--save-dir",
+        str(run),
+        "--d-model",
+        "16",
+        "--n-heads",
+        "2",
+        "--d-ff",
+        "32",
+        "--encoder-layers",
+        "1",
+        "--decoder-layers",
+        "1",
+        "--max-tokens",
+        "256",
+        "--threads",
+        "1",
+        "--no-progress-bar",
+        "--max-update",
+        "2",
+        "--warmup-updates",
+        "1",
+        "--save-interval",
+        "2",
+        "--no-eval-at-end",
+        "--demo-gain",
+        "0.5",
+        "--demo-cutoffs",
+        "2,4,8",
+    ]
     assert main(argv) == 0
     capsys.readouterr()
 
@@ -96,16 +133,16 @@ def test_a_new_model_field_reaches_help_presets_model_checkpoints_and_result(tmp
     record = json.loads((run / "result.json").read_text())
     for stored in (state["train_config"], state["model_config"], record["config"], record["model_config"]):
         assert stored["demo_gain"] == 0.5 and list(stored["demo_cutoffs"]) == [2, 4, 8]
-        for f in _Extended.settable_fields():      # and so is every other model option
+        for f in _Extended.settable_fields():  # and so is every other model option
             assert f.name in stored, f.name
-    assert record["model_config"]["vocab_size"] == state["model_config"]["vocab_size"] > 4   # from the data
+    assert record["model_config"]["vocab_size"] == state["model_config"]["vocab_size"] > 4  # from the data
 
-    model, _ = load_trained_model(run)        # rebuilt from the checkpoint with the new field
+    model, _ = load_trained_model(run)  # rebuilt from the checkpoint with the new field
     assert model.cfg.demo_gain == 0.5 and model.cfg.demo_cutoffs == (2, 4, 8)
-    assert model.encoder.stack.options["demo_gain"] == 0.5    # what a variant reads in its hooks
+    assert model.encoder.stack.options["demo_gain"] == 0.5  # what a variant reads in its hooks
     assert all(torch.equal(v, state["model"][k]) for k, v in model.state_dict().items())
 
-    with pytest.raises(SystemExit) as exit_info:              # resuming with another value is refused, by name
+    with pytest.raises(SystemExit) as exit_info:  # resuming with another value is refused, by name
         main(argv + ["--resume", "--demo-gain", "0.75", "--max-update", "4"])
     assert exit_info.value.code == 2
     assert "--demo-gain: checkpoint has 0.5, this run asks for 0.75" in capsys.readouterr().err

@@ -1,4 +1,5 @@
 """Each variant's layer equals its equation, computed by hand from the layer's own sub-modules (eval mode)."""
+
 import math
 
 import pytest

@@ -1,16 +1,36 @@
 """Whole models: masks, incremental decoding, search, input checks, and the scale switch."""
+
 import pytest
 import torch
 
-from b2t_lib import (PAD, VARIANTS, ConfigError, EncoderDecoder, LanguageModel, ModelConfig, ScaleError,
-                     beam_search, get_scale, greedy_search, seed_everything)
+from b2t_lib import (
+    PAD,
+    VARIANTS,
+    ConfigError,
+    EncoderDecoder,
+    LanguageModel,
+    ModelConfig,
+    ScaleError,
+    beam_search,
+    get_scale,
+    greedy_search,
+    seed_everything,
+)
 
 VOCAB = 40
 
 
 def tiny_config(variant="post_ln", **overrides):
-    values = dict(vocab_size=VOCAB, d_model=16, n_heads=4, d_ff=32, encoder_layers=2, decoder_layers=2,
-                  variant=variant, dropout=0.0)
+    values = dict(
+        vocab_size=VOCAB,
+        d_model=16,
+        n_heads=4,
+        d_ff=32,
+        encoder_layers=2,
+        decoder_layers=2,
+        variant=variant,
+        dropout=0.0,
+    )
     values.update(overrides)
     return ModelConfig(**values)
 
@@ -77,14 +97,14 @@ def test_decoder_masks_its_own_padding_left_and_right(variant):
     left = torch.full((3, 6), PAD)
     right = torch.full((3, 6), PAD)
     for i, tokens in enumerate(sentences):
-        left[i, 6 - len(tokens):] = tokens
+        left[i, 6 - len(tokens) :] = tokens
         right[i, : len(tokens)] = tokens
     with torch.no_grad():
         left_logits, right_logits = model(src, left), model(src, right)
         assert torch.isfinite(left_logits).all() and torch.isfinite(right_logits).all()
         for i, tokens in enumerate(sentences):
-            alone = model(src[i:i + 1], tokens[None])[0]  # (len, vocab)
-            torch.testing.assert_close(left_logits[i, 6 - len(tokens):], alone, rtol=1e-5, atol=1e-5)
+            alone = model(src[i : i + 1], tokens[None])[0]  # (len, vocab)
+            torch.testing.assert_close(left_logits[i, 6 - len(tokens) :], alone, rtol=1e-5, atol=1e-5)
             torch.testing.assert_close(right_logits[i, : len(tokens)], alone, rtol=1e-5, atol=1e-5)
         # Incremental decoding of the left-padded batch: the same logits at the real positions.
         memory, mask = model.encoder(src)
@@ -166,13 +186,16 @@ def test_only_pre_ln_has_a_final_stack_layer_norm():
         assert has_final == (variant == "pre_ln") == (model.decoder.layer_norm is not None)
 
 
-@pytest.mark.parametrize("overrides, message", [
-    ({"variant": "postln"}, "known variants are: admin, b2t, b2t_no_ln"),
-    ({"d_model": 18, "n_heads": 4}, "not divisible"),
-    ({"dropout": -0.1}, "dropout must lie in [0, 1)"),
-    ({"attention_dropout": 1.0}, "attention_dropout must lie in [0, 1)"),
-    ({"decoder_layers": 0}, "at least one decoder layer"),
-])
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"variant": "postln"}, "known variants are: admin, b2t, b2t_no_ln"),
+        ({"d_model": 18, "n_heads": 4}, "not divisible"),
+        ({"dropout": -0.1}, "dropout must lie in [0, 1)"),
+        ({"attention_dropout": 1.0}, "attention_dropout must lie in [0, 1)"),
+        ({"decoder_layers": 0}, "at least one decoder layer"),
+    ],
+)
 def test_bad_configs_are_refused_with_a_message(overrides, message):
     with pytest.raises(ConfigError) as error:
         tiny_config(**overrides)
@@ -223,8 +246,11 @@ def test_building_a_model_looks_the_variant_up_once_and_each_layer_gets_one_desc
     monkeypatch.setattr(variants, "VARIANTS", CountingRegistry(variants.VARIANTS))
     for variant in ("b2t", "deepnet", "dlcl", "admin"):
         CountingRegistry.lookups = 0
-        model = EncoderDecoder(ModelConfig(vocab_size=40, d_model=16, n_heads=2, d_ff=32, encoder_layers=18,
-                                           decoder_layers=18, variant=variant))
+        model = EncoderDecoder(
+            ModelConfig(
+                vocab_size=40, d_model=16, n_heads=2, d_ff=32, encoder_layers=18, decoder_layers=18, variant=variant
+            )
+        )
         assert CountingRegistry.lookups == 1, (variant, CountingRegistry.lookups)
         for stack in (model.encoder, model.decoder):
             assert all(layer.stack is stack.stack and layer.variant is model.variant for layer in stack.layers)

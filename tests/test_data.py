@@ -1,5 +1,6 @@
 """The MT data pipeline end to end: ``prepare_wmt14_en_de.py --from-files`` on a small generated
 corpus, re-runs that skip or repair, and the prepared data set (batching, collation, decoding)."""
+
 from __future__ import annotations
 
 import logging
@@ -23,13 +24,20 @@ ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "data_scripts" / "prepare_wmt14_en_de.py"
 # Lines that Moses normalization and tokenization really change (quotes, apostrophes, hyphens,
 # currency, unicode dashes); repeated in train so all their characters are in the BPE alphabet.
-SPECIAL = [("The \"old\" dog's well-known house costs $3.50 \u2013 really?",
-            "Das \u201ealte\u201c Haus kostet 3,50 $ \u2013 wirklich?"),
-           ("It's a mother-in-law's (big) car, isn't it?", "Es ist das (gro\u00dfe) Auto der Schwieger-Mutter, nicht?")]
+SPECIAL = [
+    (
+        'The "old" dog\'s well-known house costs $3.50 \u2013 really?',
+        "Das \u201ealte\u201c Haus kostet 3,50 $ \u2013 wirklich?",
+    ),
+    ("It's a mother-in-law's (big) car, isn't it?", "Es ist das (gro\u00dfe) Auto der Schwieger-Mutter, nicht?"),
+]
 
 # Training pairs that clean-corpus-n (1-80 tokens, ratio <= 1.5) must drop.
-BAD_PAIRS = [("The dog sleeps.", ""), ("The big red dog sees a small cat today.", "Hund."),
-             (" ".join(["dog"] * 85) + ".", " ".join(["Hund"] * 85) + ".")]
+BAD_PAIRS = [
+    ("The dog sleeps.", ""),
+    ("The big red dog sees a small cat today.", "Hund."),
+    (" ".join(["dog"] * 85) + ".", " ".join(["Hund"] * 85) + "."),
+]
 
 
 def _write(path: Path, lines: list[str]) -> None:
@@ -65,8 +73,8 @@ def test_from_files_produces_all_splits_and_round_trips_text(corpus):
     checked = 0
     for i, (src, tgt) in enumerate(raw_de):
         ids = test.encode(tgt, "de")
-        assert ids == test.tgt[i].tolist()              # encode() is the pipeline that made the data
-        if UNK in ids:                                  # a BPE piece never seen in training
+        assert ids == test.tgt[i].tolist()  # encode() is the pipeline that made the data
+        if UNK in ids:  # a BPE piece never seen in training
             continue
         expected = moses_detokenize(moses_tokenize(tgt, "de"), "de")
         assert test.decode(ids) == expected
@@ -87,11 +95,11 @@ def test_training_split_is_cleaned_and_bpe_is_joint(corpus):
     assert len(train) == len(corpus["splits"]["train"]) - len(BAD_PAIRS)
     kept = {train.source_text(i) for i in range(len(train))}
     assert not kept & {src for src, _ in BAD_PAIRS}
-    valid = load_translation_split(corpus["out"], "valid")       # only training data is cleaned
+    valid = load_translation_split(corpus["out"], "valid")  # only training data is cleaned
     assert len(valid) == len(corpus["splits"]["valid"])
     symbols = set(train.dictionary.symbols)
-    assert any(s.startswith("Der") or s.startswith("Die") for s in symbols)   # German pieces
-    assert any(s.startswith("the") for s in symbols)                          # and English ones
+    assert any(s.startswith("Der") or s.startswith("Die") for s in symbols)  # German pieces
+    assert any(s.startswith("the") for s in symbols)  # and English ones
     assert len(train.dictionary) % 8 == 0
 
 
@@ -103,8 +111,14 @@ def test_rerun_skips_everything(corpus, caplog):
     assert "up to date, nothing to do" in caplog.text
     assert mtimes == {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()}
     # Also as a real command line, as a user runs it.
-    result = subprocess.run([sys.executable, str(SCRIPT), *corpus["args"]], capture_output=True, text=True,
-                            cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    result = subprocess.run(
+        [sys.executable, str(SCRIPT), *corpus["args"]],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     assert "nothing to do" in result.stderr
 
@@ -138,7 +152,7 @@ def test_damaged_outputs_are_detected_and_rebuilt(corpus, caplog):
     # 3. A damaged intermediate file: its step reruns; the identical result lets later steps skip.
     seg = out / "work" / "bpe" / "train.en"
     seg.write_text(seg.read_text(encoding="utf-8").replace("@@", "##", 1), encoding="utf-8")
-    (out / "manifest.json").unlink()                 # as if a run had died before finishing
+    (out / "manifest.json").unlink()  # as if a run had died before finishing
     caplog.clear()
     load_script(SCRIPT).main(corpus["args"])
     assert "step bpe-apply-train: running" in caplog.text
@@ -152,12 +166,12 @@ def test_max_pairs_takes_a_seeded_subset(corpus, tmp_path):
     cli.main(args + ["--out-dir", str(tmp_path / "a")])
     cli.main(args + ["--out-dir", str(tmp_path / "b"), "--seed", "1"])
     a, b = (load_translation_split(tmp_path / name, "train") for name in "ab")
-    assert 300 - len(BAD_PAIRS) <= len(a) <= 300                  # subset first, then cleaning
+    assert 300 - len(BAD_PAIRS) <= len(a) <= 300  # subset first, then cleaning
     train_raw = set(corpus["splits"]["train"])
     pairs_a = [(a.source_text(i), a.target_text(i)) for i in range(len(a))]
     pairs_b = [(b.source_text(i), b.target_text(i)) for i in range(len(b))]
     assert set(pairs_a) <= train_raw and set(pairs_b) <= train_raw and pairs_a != pairs_b
-    assert len(load_translation_split(tmp_path / "a", "test")) == len(corpus["splits"]["test"])   # tests untouched
+    assert len(load_translation_split(tmp_path / "a", "test")) == len(corpus["splits"]["test"])  # tests untouched
 
 
 def test_collate_pads_right_and_shifts_the_decoder_input(corpus):
@@ -184,11 +198,11 @@ def test_collate_pads_right_and_shifts_the_decoder_input(corpus):
 
 def test_decode_strips_specials_and_stops_at_eos(corpus):
     ds = load_translation_split(corpus["out"], "test")
-    ids = ds.tgt[0].tolist()                                  # ends with EOS
+    ids = ds.tgt[0].tolist()  # ends with EOS
     text = ds.references()[0]
     assert ds.decode(ids) == text
-    assert ds.decode(torch.tensor([EOS, *ids, PAD, PAD])) == text        # fairseq hypothesis layout
-    assert ds.decode([BOS, *ids[:-1], EOS, *ids[:3]]) == text            # garbage after EOS ignored
+    assert ds.decode(torch.tensor([EOS, *ids, PAD, PAD])) == text  # fairseq hypothesis layout
+    assert ds.decode([BOS, *ids[:-1], EOS, *ids[:3]]) == text  # garbage after EOS ignored
     assert ds.decode([]) == ""
 
 

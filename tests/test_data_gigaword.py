@@ -2,6 +2,7 @@
 real download code path, with ``hf_hub_download`` standing in for the Hub), ``--from-files`` on a
 small generated corpus, and every bad input, which must fail with its file and line and leave an
 already prepared data set untouched."""
+
 from __future__ import annotations
 
 import json
@@ -27,7 +28,7 @@ from conftest import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "data_scripts" / "prepare_gigaword.py"
-SMALL = {"train": 400, "dev": 40, "test": 30}   # pairs per split of the small archive
+SMALL = {"train": 400, "dev": 40, "test": 30}  # pairs per split of the small archive
 
 
 def _write(path: Path, lines: list[str]) -> None:
@@ -60,7 +61,7 @@ def _gigaword_like_pairs() -> dict[str, list[tuple[str, str]]]:
 
 def _make_zip(path: Path, pairs: dict, prefix: str = "org_data/") -> Path:
     with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as archive:
-        archive.writestr(prefix, "")                                    # the folder entry
+        archive.writestr(prefix, "")  # the folder entry
         for split, rows in pairs.items():
             archive.writestr(f"{prefix}{split}.src.txt", "".join(a + "\n" for a, _ in rows))
             archive.writestr(f"{prefix}{split}.tgt.txt", "".join(h + "\n" for _, h in rows))
@@ -83,7 +84,7 @@ def gigaword_run(tmp_path_factory):
         import huggingface_hub
 
         mp.setattr(huggingface_hub, "hf_hub_download", fake_hf_hub_download)
-        mp.setattr(gigaword, "GIGAWORD_PAIRS", SMALL)           # the count check stays on
+        mp.setattr(gigaword, "GIGAWORD_PAIRS", SMALL)  # the count check stays on
         out = root / "prepared"
         assert load_script(SCRIPT).main(["--out-dir", str(out), "--bpe-vocab-size", "300"]) == 0
     return {"out": out, "pairs": pairs, "calls": calls, "zip": archive}
@@ -97,8 +98,9 @@ def test_download_path_reads_the_hub_zip_and_prepares_all_splits(gigaword_run):
     # Extraction as the dataset script: stripped lines, '<unk>' -> 'UNK' in train and dev.
     train_articles = (raw / "train.article").read_text().splitlines()
     assert train_articles == [a.strip().replace("<unk>", "UNK") for a, _ in pairs["train"]]
-    assert (raw / "valid.headline").read_text().splitlines() == [h.strip().replace("<unk>", "UNK")
-                                                                 for _, h in pairs["dev"]]
+    assert (raw / "valid.headline").read_text().splitlines() == [
+        h.strip().replace("<unk>", "UNK") for _, h in pairs["dev"]
+    ]
     assert "<unk>" not in (raw / "valid.article").read_text() and "UNK" in (raw / "test.headline").read_text()
 
     manifest = json.loads((out / "manifest.json").read_text())
@@ -120,9 +122,9 @@ def test_download_path_reads_the_hub_zip_and_prepares_all_splits(gigaword_run):
     checked = 0
     for i, reference in enumerate(references):
         ids = test.tgt[i].tolist()
-        assert test.encode(reference, "headline") == ids          # encode() is the pipeline
+        assert test.encode(reference, "headline") == ids  # encode() is the pipeline
         if UNK not in ids:
-            assert test.decode(ids) == reference                  # BPE removed, no Moses detokenization
+            assert test.decode(ids) == reference  # BPE removed, no Moses detokenization
             checked += 1
     assert checked >= 0.8 * len(references)
 
@@ -141,10 +143,13 @@ def test_download_path_rerun_skips_everything(gigaword_run, caplog, monkeypatch)
 
 def test_real_counts_are_checked_and_a_mismatch_names_what_was_found(tmp_path):
     archive = _make_zip(tmp_path / "ggw_data.zip", _gigaword_like_pairs())
-    with pytest.raises(RuntimeError, match=r"train split has .*org_data/train.src.txt: 400 lines.*"
-                                           r"expected 3,803,957 pairs"):
+    with pytest.raises(
+        RuntimeError,
+        match=r"train split has .*org_data/train.src.txt: 400 lines.*"
+        r"expected 3,803,957 pairs",
+    ):
         gigaword.extract_gigaword(archive, tmp_path / "raw")
-    assert not (tmp_path / "raw" / "train.article").exists()      # nothing half-written is left
+    assert not (tmp_path / "raw" / "train.article").exists()  # nothing half-written is left
     assert gigaword.GIGAWORD_PAIRS == {"train": 3_803_957, "dev": 189_651, "test": 1_951}
     # Skipping the check is explicit (for archives of your own).
     raw = gigaword.extract_gigaword(archive, tmp_path / "raw", check_counts=False)
@@ -154,8 +159,11 @@ def test_real_counts_are_checked_and_a_mismatch_names_what_was_found(tmp_path):
 def test_wrong_member_layout_is_reported_with_the_members_found(tmp_path):
     pairs = _gigaword_like_pairs()
     archive = _make_zip(tmp_path / "flat.zip", pairs, prefix="data/")
-    with pytest.raises(RuntimeError, match=r"expected layout org_data/\{train,dev,test\}.*missing: "
-                                           r"org_data/train.src.txt.*holds: data/, data/train.src.txt"):
+    with pytest.raises(
+        RuntimeError,
+        match=r"expected layout org_data/\{train,dev,test\}.*missing: "
+        r"org_data/train.src.txt.*holds: data/, data/train.src.txt",
+    ):
         gigaword.extract_gigaword(archive, tmp_path / "raw")
     # One leading folder above org_data/ is accepted.
     nested = _make_zip(tmp_path / "nested.zip", pairs, prefix="ggw_data/org_data/")
@@ -177,11 +185,17 @@ def test_hub_failure_says_what_to_do(monkeypatch, tmp_path):
 
 
 # ------------------------------------------------------------------------------ --from-files
-RAW_SPECIAL = [("Australia's current account deficit shrank by a record 7.07 billion dollars (6.04 billion US) "
-                "in the June quarter, figures released Monday showed.",
-                "Australian current account deficit narrows sharply"),
-               ("\u201cWe won't stop,\u201d the Mayor of New York said on Tuesday \u2013 again.",
-                "Mayor says \u201cwon't stop\u201d")]
+RAW_SPECIAL = [
+    (
+        "Australia's current account deficit shrank by a record 7.07 billion dollars (6.04 billion US) "
+        "in the June quarter, figures released Monday showed.",
+        "Australian current account deficit narrows sharply",
+    ),
+    (
+        "\u201cWe won't stop,\u201d the Mayor of New York said on Tuesday \u2013 again.",
+        "Mayor says \u201cwon't stop\u201d",
+    ),
+]
 
 
 def _raw_text(text: str, rng: random.Random) -> str:
@@ -209,8 +223,16 @@ def _raw_corpus(folder: Path) -> dict[str, list[tuple[str, str]]]:
 def files_run(tmp_path_factory):
     root = tmp_path_factory.mktemp("headline_files")
     raw = _raw_corpus(root / "raw")
-    args = ["--from-files", str(root / "raw"), "--out-dir", str(root / "prepared"), "--bpe-vocab-size", "300",
-            "--workers", "1"]
+    args = [
+        "--from-files",
+        str(root / "raw"),
+        "--out-dir",
+        str(root / "prepared"),
+        "--bpe-vocab-size",
+        "300",
+        "--workers",
+        "1",
+    ]
     assert load_script(SCRIPT).main(args) == 0
     return {"root": root, "raw": raw, "out": root / "prepared", "args": args}
 
@@ -224,26 +246,34 @@ def test_from_files_normalizes_raw_text_like_rush(files_run):
     references = test.references()
     assert references == [rush_normalize(h) for _, h in raw["test"]]
     assert references[-2] == "australian current account deficit narrows sharply"
-    assert test.source_text(len(test) - 2) == ("australia 's current account deficit shrank by a record #.## billion "
-                                               "dollars -lrb- #.## billion us -rrb- in the june quarter , figures "
-                                               "released monday showed .")
+    assert test.source_text(len(test) - 2) == (
+        "australia 's current account deficit shrank by a record #.## billion "
+        "dollars -lrb- #.## billion us -rrb- in the june quarter , figures "
+        "released monday showed ."
+    )
     assert references[-1] == "mayor says `` wo n't stop ''"
     assert all(r == r.lower() and not any(c.isdigit() for c in r) for r in references)
     assert any("#" in r for r in references)
     for i, (article, headline) in enumerate(raw["test"]):
-        assert test.encode(article) == test.src[i].tolist()       # raw text -> the stored ids
+        assert test.encode(article) == test.src[i].tolist()  # raw text -> the stored ids
         ids = test.tgt[i].tolist()
         if UNK not in ids:
             assert test.decode(ids) == references[i]
-    assert len(load_translation_split(out, "train")) == len(raw["train"])   # nothing filtered
+    assert len(load_translation_split(out, "train")) == len(raw["train"])  # nothing filtered
 
 
 @pytest.mark.slow
 def test_from_files_rerun_skips_everything_as_a_command_line(files_run):
     out = files_run["out"]
     before = _snapshot(out)
-    result = subprocess.run([sys.executable, str(SCRIPT), *files_run["args"]], capture_output=True, text=True,
-                            cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=300)
+    result = subprocess.run(
+        [sys.executable, str(SCRIPT), *files_run["args"]],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr
     assert "nothing to do" in result.stderr
     assert _snapshot(out) == before
@@ -252,8 +282,15 @@ def test_from_files_rerun_skips_everything_as_a_command_line(files_run):
 @pytest.mark.slow
 def test_no_normalize_keeps_the_text_as_given(files_run, tmp_path):
     out = tmp_path / "plain"
-    args = ["--from-files", str(files_run["root"] / "raw"), "--out-dir", str(out), "--bpe-vocab-size", "300",
-            "--no-normalize"]
+    args = [
+        "--from-files",
+        str(files_run["root"] / "raw"),
+        "--out-dir",
+        str(out),
+        "--bpe-vocab-size",
+        "300",
+        "--no-normalize",
+    ]
     assert load_script(SCRIPT).main(args) == 0
     test = load_translation_split(out, "test")
     assert test.tokenizer == "none"
@@ -264,8 +301,10 @@ def test_no_normalize_keeps_the_text_as_given(files_run, tmp_path):
 def _break_misaligned(raw: Path) -> str:
     lines = (raw / "valid.headline").read_text().splitlines()
     _write(raw / "valid.headline", lines[:-1])
-    return (rf"valid.article has {len(lines)} lines but .*valid.headline has {len(lines) - 1} lines: the files must "
-            rf"be aligned line by line \(line {len(lines)} of .*valid.article has no partner\)")
+    return (
+        rf"valid.article has {len(lines)} lines but .*valid.headline has {len(lines) - 1} lines: the files must "
+        rf"be aligned line by line \(line {len(lines)} of .*valid.article has no partner\)"
+    )
 
 
 def _break_empty(raw: Path) -> str:
@@ -293,7 +332,7 @@ def _break_no_test(raw: Path) -> str:
 
 def _break_utf8(raw: Path) -> str:
     lines = (raw / "train.article").read_bytes().split(b"\n")
-    lines[2] = b"Caf\xe9 " + lines[2]                          # Latin-1, not UTF-8
+    lines[2] = b"Caf\xe9 " + lines[2]  # Latin-1, not UTF-8
     (raw / "train.article").write_bytes(b"\n".join(lines))
     return r"train.article, line 3: not UTF-8 \(byte 0xe9 at column 4\)"
 
@@ -306,9 +345,11 @@ def _break_blank(raw: Path) -> str:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("breakage", [_break_misaligned, _break_empty, _break_missing_valid, _break_partner,
-                                      _break_no_test, _break_utf8, _break_blank],
-                         ids=["misaligned", "empty", "missing-split", "no-partner", "no-test", "not-utf8", "blank"])
+@pytest.mark.parametrize(
+    "breakage",
+    [_break_misaligned, _break_empty, _break_missing_valid, _break_partner, _break_no_test, _break_utf8, _break_blank],
+    ids=["misaligned", "empty", "missing-split", "no-partner", "no-test", "not-utf8", "blank"],
+)
 def test_bad_inputs_fail_with_file_and_line_and_leave_prepared_data_untouched(files_run, tmp_path, capsys, breakage):
     bad = tmp_path / "bad"
     shutil.copytree(files_run["root"] / "raw", bad)
@@ -320,7 +361,7 @@ def test_bad_inputs_fail_with_file_and_line_and_leave_prepared_data_untouched(fi
     message = capsys.readouterr().err
     assert "cannot prepare headline data" in message
     assert re.search(expected, message), message
-    assert _snapshot(out) == before                        # the prepared data set was not touched
+    assert _snapshot(out) == before  # the prepared data set was not touched
     assert len(load_translation_split(out, "test")) == len(files_run["raw"]["test"])
 
 
@@ -335,8 +376,13 @@ def test_check_headline_files_lists_every_problem(tmp_path):
     with pytest.raises(HeadlineFileError) as info:
         check_headline_files(tmp_path)
     message = str(info.value)
-    for expected in ("extra.headline has no partner", "train.headline, line 2 is blank",
-                     "valid.article has 1 line but", "line 2 of", "test.article, line 2: not UTF-8 (byte 0xff"):
+    for expected in (
+        "extra.headline has no partner",
+        "train.headline, line 2 is blank",
+        "valid.article has 1 line but",
+        "line 2 of",
+        "test.article, line 2: not UTF-8 (byte 0xff",
+    ):
         assert expected in message, message
     with pytest.raises(HeadlineFileError, match="is not a folder"):
         check_headline_files(tmp_path / "nowhere")
@@ -344,8 +390,10 @@ def test_check_headline_files_lists_every_problem(tmp_path):
 
 # ------------------------------------------------------------------------------ text units
 def test_rush_normalize_makes_gigaword_style_tokens():
-    assert (rush_normalize("Australia's deficit fell 7.07 billion (US) dollars.")
-            == "australia 's deficit fell #.## billion -lrb- us -rrb- dollars .")
+    assert (
+        rush_normalize("Australia's deficit fell 7.07 billion (US) dollars.")
+        == "australia 's deficit fell #.## billion -lrb- us -rrb- dollars ."
+    )
     assert rush_normalize("It isn't \u201cover\u201d \u2013 yet") == "it is n't `` over '' -- yet"
     assert tokenize_line("  already   tokenized  text ", "en", "none") == "already tokenized text"
     with pytest.raises(ValueError, match="unknown tokenizer"):
@@ -353,10 +401,10 @@ def test_rush_normalize_makes_gigaword_style_tokens():
 
 
 def test_cleaning_limits_can_be_switched_off():
-    assert not keep_pair(30, 6)                                      # MT: ratio above 1.5
+    assert not keep_pair(30, 6)  # MT: ratio above 1.5
     assert keep_pair(30, 6, max_ratio=None)
     assert not keep_pair(120, 6, max_ratio=None) and keep_pair(120, 6, max_ratio=None, max_len=None)
-    assert not keep_pair(0, 6, max_ratio=None, max_len=None)         # an empty side never passes
+    assert not keep_pair(0, 6, max_ratio=None, max_len=None)  # an empty side never passes
 
 
 def test_line_count_includes_an_unterminated_last_line(tmp_path):

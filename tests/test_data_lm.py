@@ -1,5 +1,6 @@
 """Language-modeling data: WikiText-103 preparation (Hub layout and --from-files), the block dataset,
 the unigram baseline and the synthetic tiny-scale corpus."""
+
 from __future__ import annotations
 
 import inspect
@@ -14,16 +15,24 @@ import torch
 
 from b2t_lib.special_tokens import EOS, PAD, UNK
 from b2t_lib.data.dictionary import Dictionary
-from b2t_lib.data.lm import (WIKITEXT103, WIKITEXT103_VOCAB, download_wikitext103, prepare_lm_data,
-                             unigram_cross_entropy)
+from b2t_lib.data.lm import WIKITEXT103, WIKITEXT103_VOCAB, download_wikitext103, prepare_lm_data, unigram_cross_entropy
 from b2t_lib.data.lm_dataset import LMBlockDataset, lm_manifest, load_lm_split, unigram_baseline
 from b2t_lib.data.synthetic_lm import generate_synthetic_lm_text, prepare_synthetic_lm
 from conftest import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "data_scripts" / "prepare_wikitext103.py"
-TRAIN = [" = Valkyria Chronicles = ", "", " The game was released in 2011 . ", " It sold well , and the game won .",
-         "", " = = Reception = = ", "", "The <unk> praised the game and the music .", "the the game"]
+TRAIN = [
+    " = Valkyria Chronicles = ",
+    "",
+    " The game was released in 2011 . ",
+    " It sold well , and the game won .",
+    "",
+    " = = Reception = = ",
+    "",
+    "The <unk> praised the game and the music .",
+    "the the game",
+]
 VALID = ["", " The game won . ", "the music <unk> ."]
 TEST = [" = Sequel = ", "the game sold ."]
 
@@ -41,18 +50,18 @@ def _blocks(stream, tokens_per_sample, context_window=0):
 
 
 def test_blocks_tile_the_stream_and_targets_are_inputs_shifted_by_one():
-    stream = np.arange(10, 33)                                  # L = 23
+    stream = np.arange(10, 33)  # L = 23
     ds = _blocks(stream, 5)
     assert len(ds) == 5 and ds.sizes.tolist() == [5, 5, 5, 5, 3]
     targets = torch.cat([ds[b]["target"] for b in range(len(ds))])
-    assert targets.tolist() == stream.tolist()                  # every token is a target exactly once
+    assert targets.tolist() == stream.tolist()  # every token is a target exactly once
     inputs = torch.cat([ds[b]["source"] for b in range(len(ds))])
-    assert inputs.tolist() == [EOS] + stream[:-1].tolist()      # x_0 = </s>, then the stream shifted
+    assert inputs.tolist() == [EOS] + stream[:-1].tolist()  # x_0 = </s>, then the stream shifted
 
 
 def test_context_window_scores_every_token_once_with_history():
     stream = np.arange(10, 33)
-    ds = _blocks(stream, 8, context_window=3)                   # 5 new tokens per block, up to 3 of context
+    ds = _blocks(stream, 8, context_window=3)  # 5 new tokens per block, up to 3 of context
     assert ds.block_targets == 5 and max(ds.sizes) <= 8
     shifted = [EOS] + stream[:-1].tolist()
     scored = []
@@ -61,10 +70,10 @@ def test_context_window_scores_every_token_once_with_history():
         keep = item["target"].ne(PAD)
         scored += item["target"][keep].tolist()
         first_target = b * 5
-        context = min(3, first_target)                              # block 0 has no history
+        context = min(3, first_target)  # block 0 has no history
         start, end = first_target - context, min(first_target + 5, len(stream))
         assert int((~keep).sum()) == context and bool(keep[context:].all())
-        assert item["source"].tolist() == shifted[start:end]        # history + the block, shifted by one
+        assert item["source"].tolist() == shifted[start:end]  # history + the block, shifted by one
         assert item["target"][context:].tolist() == stream[first_target:end].tolist()
     assert scored == stream.tolist()
     batch = ds.collate(list(range(len(ds))))
@@ -74,7 +83,7 @@ def test_context_window_scores_every_token_once_with_history():
 
 
 def test_batches_are_deterministic_and_split_across_ranks():
-    ds = _blocks(np.arange(4, 4 + 1000), 16)                   # 63 blocks (the last has 8 tokens)
+    ds = _blocks(np.arange(4, 4 + 1000), 16)  # 63 blocks (the last has 8 tokens)
     a = ds.batches(64, seed=3, epoch=2)
     assert a == ds.batches(64, seed=3, epoch=2) and a != ds.batches(64, seed=3, epoch=3)
     assert sorted(i for batch in a for i in batch) == list(range(len(ds)))
@@ -104,15 +113,15 @@ def test_synthetic_text_is_deterministic_zipfian_and_wikitext_like():
     b = generate_synthetic_lm_text(train_tokens=30_000, valid_tokens=2000, test_tokens=2000, seed=1)
     assert a["train"] != b["train"]
     train = a["train"]
-    assert train[0] == "" and train[1].startswith("= ") and train[1].endswith(" =")   # title line
+    assert train[0] == "" and train[1].startswith("= ") and train[1].endswith(" =")  # title line
     assert any(line.startswith("= = ") for line in train) and "" in train
     counts = Counter(w for line in train for w in line.split())
-    assert all(c >= 3 for w, c in counts.items() if w != "<unk>")                   # rare words -> <unk>
+    assert all(c >= 3 for w, c in counts.items() if w != "<unk>")  # rare words -> <unk>
     assert counts["<unk>"] > 0
     ranked = [c for _, c in counts.most_common()]
-    assert len(ranked) > 800 and sum(ranked[:10]) > 0.3 * sum(ranked)                 # heavy head, long tail
+    assert len(ranked) > 800 and sum(ranked[:10]) > 0.3 * sum(ranked)  # heavy head, long tail
     vocab = set(counts)
-    assert all(w in vocab for line in a["valid"] for w in line.split())               # pre-mapped like WikiText
+    assert all(w in vocab for line in a["valid"] for w in line.split())  # pre-mapped like WikiText
 
 
 def test_cli_help_documents_every_option(capsys):
@@ -121,8 +130,19 @@ def test_cli_help_documents_every_option(capsys):
         cli.parse_args(["--help"])
     assert exit_.value.code == 0
     text = capsys.readouterr().out
-    parser_options = {"--out-dir", "--raw-dir", "--from-files", "--parquet-dir", "--dataset", "--config",
-                      "--min-count", "--padding-factor", "--expected-vocab", "--no-checks", "--cache-dir"}
+    parser_options = {
+        "--out-dir",
+        "--raw-dir",
+        "--from-files",
+        "--parquet-dir",
+        "--dataset",
+        "--config",
+        "--min-count",
+        "--padding-factor",
+        "--expected-vocab",
+        "--no-checks",
+        "--cache-dir",
+    }
     for option in parser_options:
         assert option in text
     assert "Salesforce/wikitext" in text and "wikitext-103-v1" in text
@@ -130,8 +150,11 @@ def test_cli_help_documents_every_option(capsys):
 
 def test_the_default_source_is_the_real_hub_dataset():
     defaults = inspect.signature(download_wikitext103).parameters
-    assert (defaults["dataset"].default, defaults["config"].default) == WIKITEXT103 == \
-        ("Salesforce/wikitext", "wikitext-103-v1")
+    assert (
+        (defaults["dataset"].default, defaults["config"].default)
+        == WIKITEXT103
+        == ("Salesforce/wikitext", "wikitext-103-v1")
+    )
     args = load_script(SCRIPT).parse_args([])
     assert (args.dataset, args.config, args.from_files, args.parquet_dir) == (*WIKITEXT103, None, None)
 
@@ -153,18 +176,19 @@ def test_from_files_builds_frequency_ordered_dictionary_and_streams(prepared):
     assert dictionary.symbols[:4] == ["<s>", "<pad>", "</s>", "<unk>"]
     words = [w for line in TRAIN for w in line.split() if w != "<unk>"]
     counts = Counter(words)
-    expected = sorted(counts, key=lambda w: (-counts[w], w))      # by count, ties alphabetical
-    assert dictionary.symbols[4: 4 + len(expected)] == expected
-    assert dictionary.symbols[4 + len(expected):] == [f"madeupword{i:04d}" for i in range(len(dictionary) - 4 -
-                                                                                         len(expected))]
+    expected = sorted(counts, key=lambda w: (-counts[w], w))  # by count, ties alphabetical
+    assert dictionary.symbols[4 : 4 + len(expected)] == expected
+    assert dictionary.symbols[4 + len(expected) :] == [
+        f"madeupword{i:04d}" for i in range(len(dictionary) - 4 - len(expected))
+    ]
     assert len(dictionary) % 8 == 0
     manifest = lm_manifest(out)
     assert manifest["vocab_size"] == len(dictionary)
-    assert manifest["vocabulary"]["word_types"] == len(counts) + 1          # <unk> is a training word here
+    assert manifest["vocabulary"]["word_types"] == len(counts) + 1  # <unk> is a training word here
     for split, lines in (("train", TRAIN), ("valid", VALID), ("test", TEST)):
         ds = load_lm_split(out, split, tokens_per_sample=4)
         expected_ids = [i for line in lines for i in [dictionary.index(w) for w in line.split()] + [EOS]]
-        assert ds.stream.tolist() == expected_ids                 # blank lines give a lone </s>
+        assert ds.stream.tolist() == expected_ids  # blank lines give a lone </s>
         assert manifest["stats"][split]["tokens"] == len(expected_ids)
         assert manifest["stats"][split]["lines"] == len(lines)
         batches = ds.batches(8, shuffle=False)
@@ -174,7 +198,7 @@ def test_from_files_builds_frequency_ordered_dictionary_and_streams(prepared):
         ids = load_lm_split(out, split, tokens_per_sample=4).stream
         bits = unigram_cross_entropy(train_ids, ids, len(dictionary))
         assert unigram_baseline(out, split)["bits_per_token"] == pytest.approx(bits, abs=1e-5)
-        assert unigram_baseline(out, split)["ppl"] == pytest.approx(2 ** bits, rel=1e-5)
+        assert unigram_baseline(out, split)["ppl"] == pytest.approx(2**bits, rel=1e-5)
 
 
 @pytest.mark.slow
@@ -189,7 +213,7 @@ def test_rerun_skips_and_damage_is_rebuilt(prepared, caplog):
     final = out / "valid.npy"
     good = final.read_bytes()
     damaged = bytearray(good)
-    damaged[-1] ^= 0xFF                                           # same size, one byte changed
+    damaged[-1] ^= 0xFF  # same size, one byte changed
     final.write_bytes(bytes(damaged))
     with pytest.raises(ValueError, match="checksum"):
         load_lm_split(out, "valid", tokens_per_sample=4)
@@ -199,7 +223,7 @@ def test_rerun_skips_and_damage_is_rebuilt(prepared, caplog):
     assert "step dictionary: up to date" in caplog.text and "step binarize-train: up to date" in caplog.text
     assert final.read_bytes() == good
 
-    final.write_bytes(good[: len(good) // 2])                     # truncated, and the run died before the manifest
+    final.write_bytes(good[: len(good) // 2])  # truncated, and the run died before the manifest
     (out / "manifest.json").unlink()
     with pytest.raises(FileNotFoundError, match="not a prepared"):
         load_lm_split(out, "valid", tokens_per_sample=4)
@@ -243,8 +267,13 @@ def test_errors_name_the_file_and_line(tmp_path, capsys):
     test = load_lm_split(out, "test", tokens_per_sample=8)
     dictionary = test.dictionary
     assert "cat" not in dictionary and "a" not in dictionary and "the" in dictionary
-    assert test.stream.tolist()[-5:] == [dictionary.index("the"), UNK, dictionary.index("sat"),
-                                         dictionary.index("."), EOS]
+    assert test.stream.tolist()[-5:] == [
+        dictionary.index("the"),
+        UNK,
+        dictionary.index("sat"),
+        dictionary.index("."),
+        EOS,
+    ]
     assert lm_manifest(out)["vocabulary"]["train_unk"] == 2
     assert lm_manifest(out)["stats"]["train"]["unk"] == 2
     # a special symbol used as a word
@@ -269,9 +298,11 @@ def _write_parquet(folder: Path, splits: dict[str, list[str]]) -> None:
 
 
 # WikiText rows as the Hub stores them: non-blank rows keep a trailing "\n", blank rows are "".
-HUB_ROWS = {"train": [""] + [line + "\n" for line in TRAIN[:4]] + ["", ""] + [line + "\n" for line in TRAIN[5:]],
-            "validation": [line + "\n" if line else "" for line in VALID],
-            "test": [line + "\n" if line else "" for line in TEST]}
+HUB_ROWS = {
+    "train": [""] + [line + "\n" for line in TRAIN[:4]] + ["", ""] + [line + "\n" for line in TRAIN[5:]],
+    "validation": [line + "\n" if line else "" for line in VALID],
+    "test": [line + "\n" if line else "" for line in TEST],
+}
 
 
 @pytest.mark.slow
@@ -284,8 +315,9 @@ def test_hub_layout_through_parquet_files(tmp_path, capsys):
     assert cli.main(["--parquet-dir", str(parquet), "--out-dir", str(out)]) == 1
     assert "expected 1,801,350" in capsys.readouterr().err
     with pytest.raises(ValueError, match="expected 1,801,350"):
-        download_wikitext103(tmp_path / "raw_checked", dataset="parquet", config=None,
-                             data_files=cli.parquet_files(parquet))
+        download_wikitext103(
+            tmp_path / "raw_checked", dataset="parquet", config=None, data_files=cli.parquet_files(parquet)
+        )
     # ... and accepted with --no-checks
     assert cli.main(["--parquet-dir", str(parquet), "--out-dir", str(out), "--no-checks"]) == 0
     printed = capsys.readouterr().out
@@ -293,7 +325,7 @@ def test_hub_layout_through_parquet_files(tmp_path, capsys):
     raw = out / "raw"
     for split, hub_split in (("train", "train"), ("valid", "validation"), ("test", "test")):
         lines = (raw / f"{split}.txt").read_text(encoding="utf-8").split("\n")[:-1]
-        assert lines == [" ".join(row.split()) for row in HUB_ROWS[hub_split]]   # one line per row, blanks kept
+        assert lines == [" ".join(row.split()) for row in HUB_ROWS[hub_split]]  # one line per row, blanks kept
     dictionary = Dictionary.load(out / "dict.txt")
     ds = load_lm_split(out, "train", tokens_per_sample=16)
     expected = [i for row in HUB_ROWS["train"] for i in [dictionary.index(w) for w in row.split()] + [EOS]]
@@ -323,7 +355,7 @@ def test_default_hub_call_goes_through_load_dataset(tmp_path, monkeypatch):
     assert calls == [("Salesforce/wikitext", "wikitext-103-v1", s) for s in ("train", "validation", "test")]
     assert (raw / "valid.txt").read_text(encoding="utf-8").split("\n")[:-1] == [" ".join(v.split()) for v in VALID]
     calls.clear()
-    download_wikitext103(tmp_path / "raw", expected_rows=counts)       # finished steps are skipped
+    download_wikitext103(tmp_path / "raw", expected_rows=counts)  # finished steps are skipped
     assert calls == []
 
 
@@ -341,7 +373,7 @@ def test_prepare_synthetic_lm_is_deterministic_with_meaningful_bands(tmp_path):
     band_mass = [np.mean((ids >= lo) & (ids < hi)) for lo, hi in ((0, 200), (200, 1000), (1000, ma["vocab_size"]))]
     assert band_mass[0] > 0.6 and 0.05 < band_mass[1] < 0.35 and 0.01 < band_mass[2] < 0.2
     counts = np.bincount(ids, minlength=ma["vocab_size"])
-    assert np.all(np.diff(counts[4:ma["vocabulary"]["kept_types"] + 3]) <= 0)    # ids in frequency order
+    assert np.all(np.diff(counts[4 : ma["vocabulary"]["kept_types"] + 3]) <= 0)  # ids in frequency order
     assert 100 < ma["unigram"]["valid"]["ppl"] < 1000
 
 

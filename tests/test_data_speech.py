@@ -1,6 +1,7 @@
 """The speech data pipeline: the Hub code path on a parquet file with LibriSpeech's layout,
 ``--from-files`` on generated audio (8 and 16 kHz, mono and stereo), every bad input, re-runs,
 reproducibility, and the prepared data set (frame batches, CMVN, collation, decoding)."""
+
 from __future__ import annotations
 
 import io
@@ -39,9 +40,14 @@ def flac(x: np.ndarray, rate: int = 16000) -> bytes:
 
 
 # ---------------------------------------------------------------------------------------------- the Hub path
-HF_FEATURES = {"file": {"dtype": "string", "_type": "Value"}, "audio": {"sampling_rate": 16000, "_type": "Audio"},
-               "text": {"dtype": "string", "_type": "Value"}, "speaker_id": {"dtype": "int64", "_type": "Value"},
-               "chapter_id": {"dtype": "int64", "_type": "Value"}, "id": {"dtype": "string", "_type": "Value"}}
+HF_FEATURES = {
+    "file": {"dtype": "string", "_type": "Value"},
+    "audio": {"sampling_rate": 16000, "_type": "Audio"},
+    "text": {"dtype": "string", "_type": "Value"},
+    "speaker_id": {"dtype": "int64", "_type": "Value"},
+    "chapter_id": {"dtype": "int64", "_type": "Value"},
+    "id": {"dtype": "string", "_type": "Value"},
+}
 
 
 def write_librispeech_parquet(path: Path, utterances: list[tuple[str, np.ndarray]], speaker: int) -> None:
@@ -50,8 +56,16 @@ def write_librispeech_parquet(path: Path, utterances: list[tuple[str, np.ndarray
     rows = []
     for i, (text, audio) in enumerate(utterances):
         uid = f"{speaker}-100-{i:04d}"
-        rows.append({"file": f"/cache/{uid}.flac", "audio": {"bytes": flac(audio), "path": f"{uid}.flac"},
-                     "text": text, "speaker_id": speaker, "chapter_id": 100, "id": uid})
+        rows.append(
+            {
+                "file": f"/cache/{uid}.flac",
+                "audio": {"bytes": flac(audio), "path": f"{uid}.flac"},
+                "text": text,
+                "speaker_id": speaker,
+                "chapter_id": 100,
+                "id": uid,
+            }
+        )
     table = pa.Table.from_pylist(rows)
     table = table.replace_schema_metadata({"huggingface": json.dumps({"info": {"features": HF_FEATURES}})})
     pq.write_table(table, path)
@@ -65,14 +79,17 @@ def hub_corpus(root: Path) -> dict[str, list[str]]:
         return [(" ".join(words).upper(), spoken(words, seed + k)) for k, words in enumerate(word_lists)]
 
     train = sentences(10, 0)
-    train.insert(2, ("", spoken(["red", "cat"], 50)))                        # empty transcript
-    train.insert(5, ("ONE", np.zeros(300, dtype=np.float32)))                # 300 samples: 0 frames
-    train.insert(7, ("RED CAT " * 10, spoken(["red", "cat"] * 10, 51)))       # long: > max_train_frames
+    train.insert(2, ("", spoken(["red", "cat"], 50)))  # empty transcript
+    train.insert(5, ("ONE", np.zeros(300, dtype=np.float32)))  # 300 samples: 0 frames
+    train.insert(7, ("RED CAT " * 10, spoken(["red", "cat"] * 10, 51)))  # long: > max_train_frames
     dev = sentences(3, 100) + [("RED CAT " * 10, spoken(["red", "cat"] * 10, 52))]  # long, but not training
     test = sentences(3, 200)
     files = {}
-    for hub_split, utts, speaker in (("train.clean.100", train, 1), ("validation.clean", dev, 2),
-                                     ("test.clean", test, 3)):
+    for hub_split, utts, speaker in (
+        ("train.clean.100", train, 1),
+        ("validation.clean", dev, 2),
+        ("test.clean", test, 3),
+    ):
         files[hub_split] = [str(root / f"{hub_split}-00000-of-00001.parquet")]
         write_librispeech_parquet(Path(files[hub_split][0]), utts, speaker)
     return files
@@ -89,7 +106,7 @@ def test_hub_path_on_parquet_with_flac_bytes(tmp_path, caplog):
     largest = error.value.largest
     with caplog.at_level(logging.INFO, logger="b2t_lib.data"):
         prepare_librispeech(out, vocab_size=largest, **options)
-    assert "step features-train_clean_100: up to date, skipping" in caplog.text   # restart: only the vocabulary
+    assert "step features-train_clean_100: up to date, skipping" in caplog.text  # restart: only the vocabulary
     assert "skipped parquet:train.clean.100 utterance 1-100-0002: empty transcript" in caplog.text
     manifest = speech_manifest(out)
     assert manifest["splits"] == ["train", "dev_clean", "test_clean"]
@@ -99,10 +116,13 @@ def test_hub_path_on_parquet_with_flac_bytes(tmp_path, caplog):
     stats = manifest["stats"]
     assert stats["train_clean_100"]["utterances"] == 13 and stats["train_clean_100"]["kept"] == 10
     assert stats["train_clean_100"]["dropped"] == {"empty_text": 1, "short": 1, "long": 1}
-    assert stats["dev_clean"]["kept"] == 4                                   # long utterances stay in dev
+    assert stats["dev_clean"]["kept"] == 4  # long utterances stay in dev
     report = json.loads((out / "work" / "reports" / "train_clean_100.json").read_text())
     assert {s["id"]: s["reason"] for s in report["skipped"]} == {
-        "1-100-0002": "empty_text", "1-100-0005": "short", "1-100-0007": "long"}
+        "1-100-0002": "empty_text",
+        "1-100-0005": "short",
+        "1-100-0007": "long",
+    }
 
     train = load_speech_split(out, "train")
     table = pq.read_table(files["train.clean.100"][0]).to_pylist()
@@ -133,14 +153,24 @@ def test_the_default_hub_source_is_openslr_librispeech(tmp_path, monkeypatch):
         return real_load("parquet", data_files={kwargs["split"]: [str(shard)]}, split=kwargs["split"], streaming=True)
 
     monkeypatch.setattr(datasets, "load_dataset", fake_load)
-    (uid, audio, name, text), = list(speech.iter_hub_split("test.other"))
-    assert calls == [("openslr/librispeech_asr", "all", {"split": "test.other", "revision": None, "streaming": True,
-                                                         "cache_dir": None})]
+    ((uid, audio, name, text),) = list(speech.iter_hub_split("test.other"))
+    assert calls == [
+        (
+            "openslr/librispeech_asr",
+            "all",
+            {"split": "test.other", "revision": None, "streaming": True, "cache_dir": None},
+        )
+    ]
     assert (uid, text, name) == ("9-100-0000", "HELLO WORLD", "openslr/librispeech_asr:test.other utterance 9-100-0000")
     assert isinstance(audio, bytes) and audio[:4] == b"fLaC"
     assert speech.HUB_SPLITS["test.other"] == ("test_other", "test_other")
     assert sorted({split for split, _ in speech.HUB_SPLITS.values()}) == [
-        "dev_clean", "dev_other", "test_clean", "test_other", "train"]
+        "dev_clean",
+        "dev_other",
+        "test_clean",
+        "test_other",
+        "train",
+    ]
 
 
 def test_unknown_hub_split_and_no_training_split_are_refused(tmp_path):
@@ -158,7 +188,7 @@ def from_files(tmp_path_factory):
     raw, out = root / "raw", root / "prepared"
     write_synthetic_speech(raw, n_train=40, n_valid=6, n_test=6, seed=3, fraction_8k=0.5, fraction_stereo=0.5)
     lines = (raw / "test.tsv").read_text().splitlines()
-    (raw / "test_other.tsv").write_text("\n".join(lines[:4]) + "\n")       # a second test split
+    (raw / "test_other.tsv").write_text("\n".join(lines[:4]) + "\n")  # a second test split
     args = ["--from-files", str(raw), "--out-dir", str(out), "--vocab-size", "40", "--workers", "1"]
     assert load_script(SCRIPT).main(args) == 0
     return {"raw": raw, "out": out, "args": args}
@@ -191,7 +221,7 @@ def test_prepared_split_batches_and_collation(from_files):
     batches = train.batches(600, shuffle=True, seed=3)
     assert sorted(i for b in batches for i in b) == list(range(len(train)))
     for b in batches:
-        assert len(b) * max(int(train.src_sizes[i]) for i in b) <= 600            # frames, padding included
+        assert len(b) * max(int(train.src_sizes[i]) for i in b) <= 600  # frames, padding included
     indices = batches[0]
     batch = train.collate(indices)
     n, frames = len(indices), int(max(train.src_sizes[i] for i in indices))
@@ -200,13 +230,13 @@ def test_prepared_split_batches_and_collation(from_files):
     for row, i in enumerate(indices):
         length = int(train.src_sizes[i])
         x = batch["features"][row, :length]
-        assert torch.allclose(x.mean(dim=0), torch.zeros(80), atol=1e-4)       # utterance CMVN
-        assert torch.all(batch["features"][row, length:] == 0)                 # zero padding
+        assert torch.allclose(x.mean(dim=0), torch.zeros(80), atol=1e-4)  # utterance CMVN
+        assert torch.all(batch["features"][row, length:] == 0)  # zero padding
         target = train.targets[i]
         assert batch["target"][row, : len(target)].tolist() == target.tolist()
         assert batch["prev_output_tokens"][row, 0] == EOS
-        assert batch["prev_output_tokens"][row, 1: len(target)].tolist() == target[:-1].tolist()
-        assert torch.all(batch["target"][row, len(target):] == PAD)
+        assert batch["prev_output_tokens"][row, 1 : len(target)].tolist() == target[:-1].tolist()
+        assert torch.all(batch["target"][row, len(target) :] == PAD)
     assert batch["ntokens"] == sum(len(train.targets[i]) for i in indices)
     assert train.references() == [train.transcript(i) for i in range(len(train))]
     assert train.decode([EOS] + train.vocab.encode("RED  Cat")) == "red cat"
@@ -235,11 +265,11 @@ def test_rerun_skips_and_repairs_damage(from_files, caplog):
 
 @pytest.mark.slow
 def test_preparation_is_reproducible_and_the_same_on_several_workers(from_files, tmp_path, monkeypatch):
-    monkeypatch.setattr(speech, "PARALLEL_MIN_UTTERANCES", 0)    # use the process pool even for 40 files
+    monkeypatch.setattr(speech, "PARALLEL_MIN_UTTERANCES", 0)  # use the process pool even for 40 files
     raw = from_files["raw"]
     again = prepare_speech_from_files(raw, tmp_path / "parallel", vocab_size=40, workers=2)
     first, second = speech_manifest(from_files["out"]), speech_manifest(again)
-    assert second["files"] == first["files"]               # same bytes, SentencePiece model included
+    assert second["files"] == first["files"]  # same bytes, SentencePiece model included
 
 
 # ---------------------------------------------------------------------------------------------- bad inputs
@@ -259,8 +289,9 @@ def small_corpus(root: Path, *, train_rows=None, header="audio\ttext") -> Path:
 
 
 def run_cli(raw: Path, out: Path, capsys, vocab_size: int = 26) -> tuple[int, str]:
-    code = load_script(SCRIPT).main(["--from-files", str(raw), "--out-dir", str(out), "--vocab-size", str(vocab_size),
-                             "--workers", "1"])
+    code = load_script(SCRIPT).main(
+        ["--from-files", str(raw), "--out-dir", str(out), "--vocab-size", str(vocab_size), "--workers", "1"]
+    )
     return code, capsys.readouterr().err
 
 
@@ -304,7 +335,7 @@ def test_missing_split_files_are_named(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_empty_transcript_and_too_short_audio_are_skipped_and_reported(tmp_path, capsys, caplog):
-    sf.write(tmp_path / "short.wav", spoken(["up"], 1)[:600], 16000, subtype="PCM_16")   # 600 samples: 2 frames
+    sf.write(tmp_path / "short.wav", spoken(["up"], 1)[:600], 16000, subtype="PCM_16")  # 600 samples: 2 frames
     raw = small_corpus(tmp_path / "raw", train_rows=["../short.wav\tup", "train1.wav\t   "])
     with caplog.at_level(logging.WARNING, logger="b2t_lib.data"):
         code, err = run_cli(raw, tmp_path / "out", capsys)
@@ -320,7 +351,7 @@ def test_vocabulary_size_errors_say_what_the_corpus_supports():
     sentences = ["one two three", "four five six seven"] * 20
     with pytest.raises(VocabularySizeError, match=r"largest these transcripts support is (\d+)") as error:
         train_sentencepiece(sentences, 10000)
-    model = train_sentencepiece(sentences, error.value.largest)          # the size it names works
+    model = train_sentencepiece(sentences, error.value.largest)  # the size it names works
     assert model == train_sentencepiece(sentences, error.value.largest)  # and training is deterministic
     with pytest.raises(ValueError, match=r"pass --vocab-size \d+ or more"):
         train_sentencepiece(sentences, 8)
@@ -329,8 +360,13 @@ def test_vocabulary_size_errors_say_what_the_corpus_supports():
 def test_every_command_line_option_is_documented():
     parser = load_script(SCRIPT).build_parser()
     options = [a for a in parser._actions if a.option_strings and a.dest != "help"]
-    assert {a.option_strings[0] for a in options} >= {"--from-files", "--splits", "--vocab-size", "--workers",
-                                                      "--out-dir"}
+    assert {a.option_strings[0] for a in options} >= {
+        "--from-files",
+        "--splits",
+        "--vocab-size",
+        "--workers",
+        "--out-dir",
+    }
     for action in options:
         assert action.help and len(action.help) > 15, action.option_strings
     text = parser.format_help()
@@ -354,7 +390,7 @@ def test_ragged_appender_writes_matrices_of_unknown_count(tmp_path):
     assert len(array) == 4 and array.sizes.tolist() == [7, 0, 3, 120] and array.data.shape == (130, 80)
     for got, row in zip((array[i] for i in range(4)), rows):
         assert np.array_equal(got, row.astype(np.float16))
-    assert np.load(tmp_path / "x.npy").shape == (130, 80)                # a plain .npy file
+    assert np.load(tmp_path / "x.npy").shape == (130, 80)  # a plain .npy file
     with RaggedAppender(tmp_path / "e.npy", tmp_path / "e.offsets.npy", np.float16, (80,)):
         pass
     assert len(RaggedArray(tmp_path / "e.npy", tmp_path / "e.offsets.npy")) == 0
@@ -366,11 +402,11 @@ def test_synthetic_test_sets_split_into_clean_and_a_noisier_other(tmp_path):
 
     assert [s[0] for s in synthetic_splits(4, 2, 3)] == ["train", "valid", "test"]
     assert [s[0] for s in synthetic_splits(4, 2, 3, 2)] == ["train", "valid", "test_clean", "test_other"]
-    assert OTHER_SNR_DB[0] < CLEAN_SNR_DB[0] and OTHER_SNR_DB[1] < CLEAN_SNR_DB[1]     # more noise
+    assert OTHER_SNR_DB[0] < CLEAN_SNR_DB[0] and OTHER_SNR_DB[1] < CLEAN_SNR_DB[1]  # more noise
     plain = write_synthetic_speech(tmp_path / "plain", n_train=2, n_valid=1, n_test=3, seed=5)
     split = write_synthetic_speech(tmp_path / "split", n_train=2, n_valid=1, n_test=3, n_test_other=2, seed=5)
     assert sorted(p.name for p in split.glob("*.tsv")) == ["test_clean.tsv", "test_other.tsv", "train.tsv", "valid.tsv"]
-    rows = lambda path: [line.split("\t") for line in path.read_text().splitlines()[1:]]   # noqa: E731
+    rows = lambda path: [line.split("\t") for line in path.read_text().splitlines()[1:]]  # noqa: E731
     assert [t for _, t in rows(plain / "test.tsv")] == [t for _, t in rows(split / "test_clean.tsv")]
     for (a, _), (b, _) in zip(rows(plain / "test.tsv"), rows(split / "test_clean.tsv")):
         assert (plain / a).read_bytes() == (split / b).read_bytes()
@@ -380,10 +416,12 @@ def test_synthetic_test_sets_split_into_clean_and_a_noisier_other(tmp_path):
     quiet = synthesize(words, np.random.default_rng(0), snr_db=(60.0, 60.0))
     noisy = synthesize(words, np.random.default_rng(0), snr_db=(3.0, 3.0))
     clean = synthesize(words, np.random.default_rng(0), snr_db=(200.0, 200.0))
+
     def snr(x):
         x, s = x / np.abs(x).max(), clean / np.abs(clean).max()
         scale = (x @ s) / (s @ s)
         return 10 * np.log10(np.sum((scale * s) ** 2) / np.sum((x - scale * s) ** 2))
+
     assert 55 < snr(quiet) < 65 and 1 < snr(noisy) < 5
 
 

@@ -1,4 +1,5 @@
 """The preparation steps: two processes preparing the same folder at once build each step once."""
+
 import multiprocessing as mp
 import time
 from pathlib import Path
@@ -11,9 +12,9 @@ def _prepare(folder: str) -> list[str]:
     builds = root / "builds.txt"
 
     def build(tmps):
-        with open(builds, "a") as f:          # one line per build, whoever runs it
+        with open(builds, "a") as f:  # one line per build, whoever runs it
             f.write("built\n")
-        time.sleep(0.5)                       # long enough for the other process to arrive meanwhile
+        time.sleep(0.5)  # long enough for the other process to arrive meanwhile
         tmps[0].write_text("the output\n")
 
     runner = StepRunner(root, root / "work")

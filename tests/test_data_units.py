@@ -1,5 +1,6 @@
 """Unit tests of the MT data pieces that need no prepared data set: the synthetic language pair,
 the dictionary, BPE, cleaning and token batching."""
+
 from __future__ import annotations
 
 import random
@@ -20,7 +21,7 @@ def test_synthetic_pairs_are_deterministic_per_seed_and_differ_across_seeds():
     a, b = generate_synthetic_pairs(300, seed=0), generate_synthetic_pairs(300, seed=0)
     c = generate_synthetic_pairs(300, seed=1)
     assert a == b
-    assert len({src for src, _ in a}) == 300                       # distinct sentences
+    assert len({src for src, _ in a}) == 300  # distinct sentences
     assert sum(x != y for x, y in zip(a, c)) > 290
     # The lexicon itself depends on the seed: the same English word gets another translation.
     assert SyntheticLanguagePair(0).lexicon["dog"] != SyntheticLanguagePair(1).lexicon["dog"]
@@ -54,10 +55,10 @@ def test_synthetic_target_reorders_adjectives_and_adverb():
     i_noun = stems.index(noun)
     i_red = next(i for i, w in enumerate(stems) if w.startswith(red))
     i_big = next(i for i, w in enumerate(stems) if w.startswith(big))
-    assert i_noun < i_red < i_big                          # noun first, adjectives mirrored
+    assert i_noun < i_red < i_big  # noun first, adjectives mirrored
     i_verb = next(i for i, w in enumerate(stems) if w.startswith(pair.lexicon["see"]))
-    assert stems[i_verb + 1] == pair.lexicon["today"]      # adverb moved to right after the verb
-    assert tgt[i_noun][0].isupper()                        # nouns are capitalized
+    assert stems[i_verb + 1] == pair.lexicon["today"]  # adverb moved to right after the verb
+    assert tgt[i_noun][0].isupper()  # nouns are capitalized
 
 
 def test_synthetic_target_agrees_in_gender_number_and_case():
@@ -67,22 +68,35 @@ def test_synthetic_target_agrees_in_gender_number_and_case():
         return pair._target_np(NounPhrase(det, ("big",), noun, plural), case)
 
     adjective = pair.lexicon["big"]
-    endings = {g: np_words(noun_of[g])[2][len(adjective):] for g in "mfn"}
-    assert len(set(endings.values())) == 3                       # one adjective ending per gender
+    endings = {g: np_words(noun_of[g])[2][len(adjective) :] for g in "mfn"}
+    assert len(set(endings.values())) == 3  # one adjective ending per gender
     assert endings == {g: STRONG_ENDING["nom"][g] for g in "mfn"}
-    assert len({np_words(noun_of[g])[0] for g in "mfn"}) == 3      # der / die / das
+    assert len({np_words(noun_of[g])[0] for g in "mfn"}) == 3  # der / die / das
     m = noun_of["m"]
-    assert np_words(m, plural=True)[0] != np_words(m)[0]          # number changes the determiner
-    assert np_words(m, plural=True)[1] != np_words(m)[1]          # and the noun (plural suffix)
-    assert len({np_words(m, case=c)[0] for c in ("nom", "acc", "dat")}) == 3   # case: der/den/dem
+    assert np_words(m, plural=True)[0] != np_words(m)[0]  # number changes the determiner
+    assert np_words(m, plural=True)[1] != np_words(m)[1]  # and the noun (plural suffix)
+    assert len({np_words(m, case=c)[0] for c in ("nom", "acc", "dat")}) == 3  # case: der/den/dem
     # Subject-verb agreement, and the preposition decides the case of its object.
-    sing = Sentence((Clause(NounPhrase("the", (), m, False), "sleep", preposition="with",
-                            prep_object=NounPhrase("the", (), m, False)),))
-    plur = Sentence((Clause(NounPhrase("the", (), m, True), "sleep", preposition="for",
-                            prep_object=NounPhrase("the", (), m, False)),))
+    sing = Sentence(
+        (
+            Clause(
+                NounPhrase("the", (), m, False),
+                "sleep",
+                preposition="with",
+                prep_object=NounPhrase("the", (), m, False),
+            ),
+        )
+    )
+    plur = Sentence(
+        (
+            Clause(
+                NounPhrase("the", (), m, True), "sleep", preposition="for", prep_object=NounPhrase("the", (), m, False)
+            ),
+        )
+    )
     t_sing, t_plur = pair.target_words(sing), pair.target_words(plur)
     assert t_sing[2] != t_plur[2] and t_sing[2].startswith(pair.lexicon["sleep"])
-    assert t_sing[4] == "dem" and t_plur[4] == "den"              # 'mit' + dative, 'für' + accusative
+    assert t_sing[4] == "dem" and t_plur[4] == "den"  # 'mit' + dative, 'für' + accusative
 
 
 def test_synthetic_corpus_shows_the_phenomena_at_scale():
@@ -92,16 +106,16 @@ def test_synthetic_corpus_shows_the_phenomena_at_scale():
     lengths = [len(pair.source_words(s)) - 1 for s in sentences]
     assert 3 <= min(lengths) and max(lengths) <= 15
     forms = Counter(w for s in sentences for w in pair.target_words(s) if w.startswith(pair.lexicon["big"]))
-    assert len(forms) >= 4                          # the same adjective in several agreeing forms
+    assert len(forms) >= 4  # the same adjective in several agreeing forms
     words = {w for s in sentences for w in pair.source_words(s) + pair.target_words(s)}
-    assert 300 <= len(words) <= 1500                # "a few hundred word types"
+    assert 300 <= len(words) <= 1500  # "a few hundred word types"
 
 
 # ---------------------------------------------------------------------------- dictionary
 def test_dictionary_follows_fairseq_order_padding_and_file_format(tmp_path):
     d = Dictionary.build(Counter({"b": 5, "a": 5, "c": 9, "rare": 1}), padding_factor=8)
     assert [d.bos(), d.pad(), d.eos(), d.unk()] == [BOS, PAD, EOS, UNK] == [0, 1, 2, 3]
-    assert d.symbols[4:8] == ["c", "a", "b", "rare"]             # count desc, ties alphabetical
+    assert d.symbols[4:8] == ["c", "a", "b", "rare"]  # count desc, ties alphabetical
     assert len(d) == 8 and len(Dictionary.build(Counter({"x": 1}), padding_factor=8)) == 8
     assert d.encode_line("a c never-seen") == [d.index("a"), d.index("c"), UNK]
     d.save(tmp_path / "dict.txt")
@@ -153,13 +167,13 @@ def test_incremental_bpe_equals_the_textbook_algorithm():
     lines = [s for s, _ in pairs] + [t for _, t in pairs]
     fast = learn_bpe(lines, merges=150)
     assert fast == _textbook_bpe(lines, 150)
-    assert fast == learn_bpe(list(reversed(lines)), merges=150)     # independent of corpus order
+    assert fast == learn_bpe(list(reversed(lines)), merges=150)  # independent of corpus order
     alphabet = {ch for line in lines for w in line.split() for ch in list(w[:-1]) + [w[-1] + "</w>"]}
     assert len(learn_bpe(lines, vocab_size=len(alphabet) + 40)) == 40
 
 
 def test_keep_pair_is_clean_corpus_n():
-    assert keep_pair(10, 15) and not keep_pair(10, 16)            # ratio 1.5
+    assert keep_pair(10, 15) and not keep_pair(10, 16)  # ratio 1.5
     assert not keep_pair(0, 1) and not keep_pair(81, 80) and keep_pair(80, 80)
 
 
@@ -193,7 +207,7 @@ def test_batch_order_is_seeded_by_seed_and_epoch(sizes):
     fixed = run(shuffle=False)
     assert fixed == run(shuffle=False, epoch=5)
     longest = [max(np.maximum(src[b], tgt[b])) for b in fixed]
-    assert longest == sorted(longest)                 # unshuffled: in order of length
+    assert longest == sorted(longest)  # unshuffled: in order of length
 
 
 def test_ranks_partition_the_batches_with_equal_counts(sizes):
@@ -201,11 +215,11 @@ def test_ranks_partition_the_batches_with_equal_counts(sizes):
     full = token_batches(src, tgt, 256, seed=3, epoch=2)
     for world in (2, 3, 4):
         per_rank = [token_batches(src, tgt, 256, seed=3, epoch=2, rank=r, world_size=world) for r in range(world)]
-        assert len({len(b) for b in per_rank}) == 1                      # same number of steps
+        assert len({len(b) for b in per_rank}) == 1  # same number of steps
         interleaved = [per_rank[r][k] for k in range(len(per_rank[0])) for r in range(world)]
-        assert interleaved[: len(full)] == full                          # rank r takes r, r+W, ...
-        assert len(interleaved) - len(full) < world                      # padding only fills the tail
-        assert interleaved[len(full):] == full[: len(interleaved) - len(full)]
+        assert interleaved[: len(full)] == full  # rank r takes r, r+W, ...
+        assert len(interleaved) - len(full) < world  # padding only fills the tail
+        assert interleaved[len(full) :] == full[: len(interleaved) - len(full)]
     with pytest.raises(ValueError, match="rank"):
         token_batches(src, tgt, 256, rank=2, world_size=2)
 
@@ -223,4 +237,4 @@ def test_parallel_tokenization_keeps_order():
     serial = list(tokenize_pairs(pairs, "en", "de", workers=1))
     # 'fork' only to keep the test fast; the pipeline uses 'spawn' (same ordering code).
     assert list(tokenize_pairs(pairs, "en", "de", workers=2, chunk_size=40, start_method="fork")) == serial
-    assert serial[0][0].endswith(" .") or serial[0][0].endswith(" !")        # punctuation split off
+    assert serial[0][0].endswith(" .") or serial[0][0].endswith(" !")  # punctuation split off

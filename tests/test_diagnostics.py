@@ -1,19 +1,36 @@
 """Diagnostics behind Figures 3, 4, 5 and 7: each measurement checked against a direct computation."""
+
 import numpy as np
 import pytest
 import torch
 
 from b2t_lib import EOS, PAD, EncoderDecoder, ModelConfig, seed_everything
-from b2t_lib.diagnostics import (init_gradient_profile, init_model, layer_gradient_norms, layer_norm_std,
-                                 layer_output_similarity, model_loss, random_translation_batch, residual_path_gradients)
+from b2t_lib.diagnostics import (
+    init_gradient_profile,
+    init_model,
+    layer_gradient_norms,
+    layer_norm_std,
+    layer_output_similarity,
+    model_loss,
+    random_translation_batch,
+    residual_path_gradients,
+)
 
 VOCAB = 50
 
 
 def small_model(variant, layers=3, d_model=16, seed=0):
     seed_everything(seed)
-    cfg = ModelConfig(vocab_size=VOCAB, d_model=d_model, n_heads=2, d_ff=32, encoder_layers=layers,
-                      decoder_layers=layers, variant=variant, dropout=0.0)
+    cfg = ModelConfig(
+        vocab_size=VOCAB,
+        d_model=d_model,
+        n_heads=2,
+        d_ff=32,
+        encoder_layers=layers,
+        decoder_layers=layers,
+        variant=variant,
+        dropout=0.0,
+    )
     return EncoderDecoder(cfg)
 
 
@@ -47,14 +64,20 @@ def test_layer_gradient_norms_match_backward(batch):
     assert not any(layer._forward_hooks for layer in model.modules()), "hooks must be removed"
 
     outputs = []
-    handles = [layer.register_forward_hook(lambda m, a, out: (out.retain_grad(), outputs.append(out)) and None)
-               for layer in list(model.encoder.layers) + list(model.decoder.layers)]
+    handles = [
+        layer.register_forward_hook(lambda m, a, out: (out.retain_grad(), outputs.append(out)) and None)
+        for layer in list(model.encoder.layers) + list(model.decoder.layers)
+    ]
     model_loss(model, batch).backward()
     for h in handles:
         h.remove()
     expected_outputs = np.array([float(o.grad.norm()) for o in outputs])
-    expected_params = np.array([float(torch.sqrt(sum(p.grad.pow(2).sum() for p in layer.parameters())))
-                                for layer in list(model.encoder.layers) + list(model.decoder.layers)])
+    expected_params = np.array(
+        [
+            float(torch.sqrt(sum(p.grad.pow(2).sum() for p in layer.parameters())))
+            for layer in list(model.encoder.layers) + list(model.decoder.layers)
+        ]
+    )
     measured_outputs = np.concatenate([profile.norms("encoder"), profile.norms("decoder")])
     measured_params = np.concatenate([profile.norms("encoder", "parameters"), profile.norms("decoder", "parameters")])
     np.testing.assert_allclose(measured_outputs, expected_outputs, rtol=1e-5)
@@ -64,8 +87,10 @@ def test_layer_gradient_norms_match_backward(batch):
 
 def test_figure3_ordering_at_6l(batch):
     """Section 3 at 6L-6L: Post-LN's decoder gradient decays downwards, B2T decays less, Pre-LN not at all."""
-    ratio = {v: init_gradient_profile(v, 6, 6, d_model=32, seed=1).bottom_to_top("decoder")
-             for v in ("post_ln", "b2t", "pre_ln")}
+    ratio = {
+        v: init_gradient_profile(v, 6, 6, d_model=32, seed=1).bottom_to_top("decoder")
+        for v in ("post_ln", "b2t", "pre_ln")
+    }
     assert ratio["post_ln"] < 0.6 * ratio["b2t"], ratio
     assert ratio["b2t"] < ratio["pre_ln"], ratio
     assert ratio["pre_ln"] > 1.0, ratio
@@ -74,22 +99,35 @@ def test_figure3_ordering_at_6l(batch):
 def test_residual_path_points_and_consistency(batch):
     model = small_model("post_ln")
     path = residual_path_gradients(model, batch, "decoder", 1)
-    assert path.labels == ["input", "SA-LN in", "SA-LN out", "CA-LN in", "CA-LN out", "FFN-LN in",
-                           "FFN-LN out = output"]
+    assert path.labels == [
+        "input",
+        "SA-LN in",
+        "SA-LN out",
+        "CA-LN in",
+        "CA-LN out",
+        "FFN-LN in",
+        "FFN-LN out = output",
+    ]
     profile = layer_gradient_norms(model, batch)
     dec = profile.norms("decoder")
-    assert path.norm("output") == pytest.approx(dec[1], rel=1e-5)   # the same tensor as Figure 3's
-    assert path.norm("input") == pytest.approx(dec[0], rel=1e-5)    # input of layer 2 = output of layer 1
+    assert path.norm("output") == pytest.approx(dec[1], rel=1e-5)  # the same tensor as Figure 3's
+    assert path.norm("input") == pytest.approx(dec[0], rel=1e-5)  # input of layer 2 = output of layer 1
     ratios = path.layer_norm_ratios()
     assert set(ratios) == {"SA-LN", "CA-LN", "FFN-LN"}
     # Crossing a LayerNorm (gamma = 1 at init) multiplies each token's gradient by at most 1/sigma_t,
     # so the batch ratio is bounded by the largest 1/sigma_t of that LayerNorm's input.
     sigmas = {}
     layer = model.decoder.layers[1]
-    handles = [getattr(layer, name).register_forward_hook(
-        lambda m, args, out, short=short: sigmas.__setitem__(short, layer_norm_std(args[0][real], m.eps)) and None)
-        for name, short in (("self_attn_layer_norm", "SA-LN"), ("encoder_attn_layer_norm", "CA-LN"),
-                            ("final_layer_norm", "FFN-LN"))]
+    handles = [
+        getattr(layer, name).register_forward_hook(
+            lambda m, args, out, short=short: sigmas.__setitem__(short, layer_norm_std(args[0][real], m.eps)) and None
+        )
+        for name, short in (
+            ("self_attn_layer_norm", "SA-LN"),
+            ("encoder_attn_layer_norm", "CA-LN"),
+            ("final_layer_norm", "FFN-LN"),
+        )
+    ]
     real = batch["prev_output_tokens"].ne(PAD)
     with torch.no_grad():
         model(batch["src_tokens"], batch["prev_output_tokens"])
@@ -125,8 +163,10 @@ def test_similarity_is_mean_cosine_over_real_tokens(batch):
     np.testing.assert_allclose(sim.matrix, sim.matrix.T, atol=1e-9)
 
     outputs = []
-    handles = [layer.register_forward_hook(lambda m, a, out: outputs.append(out.detach()) and None)
-               for layer in model.encoder.layers]
+    handles = [
+        layer.register_forward_hook(lambda m, a, out: outputs.append(out.detach()) and None)
+        for layer in model.encoder.layers
+    ]
     with torch.no_grad():
         model(batch["src_tokens"], batch["prev_output_tokens"])
     for h in handles:

@@ -1,10 +1,17 @@
 """Eq. 3, 4 and 8 and the LayerNorm Jacobian: closed forms against autograd (float64)."""
+
 import pytest
 import torch
 
 from b2t_lib import DecoderLayer, EncoderLayer, seed_everything
-from b2t_lib.diagnostics import (final_sum_jacobians, jacobian, layer_norm_jacobian, layer_norm_std,
-                                 post_ln_jacobian, pre_ln_jacobian)
+from b2t_lib.diagnostics import (
+    final_sum_jacobians,
+    jacobian,
+    layer_norm_jacobian,
+    layer_norm_std,
+    post_ln_jacobian,
+    pre_ln_jacobian,
+)
 
 D = 8
 
@@ -37,8 +44,8 @@ def test_eq3_and_eq4_against_autograd(layer_norm):
     seed_everything(1)
     layer = EncoderLayer(D, 2, 16, "post_ln", num_layers=6).double()
     x = torch.randn(D, dtype=torch.float64)
-    post = lambda h: layer_norm(h + layer.ffn(h))      # Eq. 1
-    pre = lambda h: h + layer.ffn(layer_norm(h))       # Eq. 2
+    post = lambda h: layer_norm(h + layer.ffn(h))  # Eq. 1
+    pre = lambda h: h + layer.ffn(layer_norm(h))  # Eq. 2
     torch.testing.assert_close(post_ln_jacobian(layer.ffn, layer_norm, x), jacobian(post, x))
     torch.testing.assert_close(pre_ln_jacobian(layer.ffn, layer_norm, x), jacobian(pre, x))
     # and they are different matrices: swapping the two formulas must fail

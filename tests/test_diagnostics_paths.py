@@ -1,11 +1,19 @@
 """Eq. 8's paths measured in a real layer, and the B2T w/o LN scale terms (Eq. 9-11)."""
+
 import math
 
 import numpy as np
 import pytest
 
-from b2t_lib.diagnostics import (b2t_no_ln_backward_terms, b2t_no_ln_critical_width, b2t_no_ln_layer_factor,
-                                 default_batch, gradient_paths, init_gradient_profile, init_model)
+from b2t_lib.diagnostics import (
+    b2t_no_ln_backward_terms,
+    b2t_no_ln_critical_width,
+    b2t_no_ln_layer_factor,
+    default_batch,
+    gradient_paths,
+    init_gradient_profile,
+    init_model,
+)
 from b2t_lib.variants import b2t_no_ln_alpha, b2t_no_ln_beta
 
 
@@ -48,7 +56,11 @@ def test_critical_width_reduces_to_the_heuristic_and_balances_the_factor(num_lay
     for kappa in (0.0, 0.45, 1.0):
         d_star = b2t_no_ln_critical_width(num_layers, kappa)
         assert b2t_no_ln_layer_factor(num_layers, d_star, kappa) == pytest.approx(1.0)
-        assert b2t_no_ln_layer_factor(num_layers, 2 * d_star, kappa) < 1 < b2t_no_ln_layer_factor(num_layers, d_star / 2, kappa)
+        assert (
+            b2t_no_ln_layer_factor(num_layers, 2 * d_star, kappa)
+            < 1
+            < b2t_no_ln_layer_factor(num_layers, d_star / 2, kappa)
+        )
     assert b2t_no_ln_critical_width(num_layers, 0.45) > b2t_no_ln_critical_width(num_layers, 0.0)
     with pytest.raises(ValueError, match="negative"):
         b2t_no_ln_critical_width(num_layers, -0.1)

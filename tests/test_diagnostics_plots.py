@@ -1,4 +1,5 @@
 """The figure functions draw the data they are given (checked on the drawn artists, not by eye)."""
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -7,16 +8,22 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from b2t_lib.diagnostics import LayerGradientNorms, LayerSimilarity, ResidualPathGradients  # noqa: E402
-from b2t_lib.plots.gradients import (plot_b2t_no_ln_scales, plot_layer_gradient_norms,  # noqa: E402
-                                     plot_layer_norm_gradient_scaling, plot_residual_path_gradients)
+from b2t_lib.plots.gradients import (
+    plot_b2t_no_ln_scales,
+    plot_layer_gradient_norms,  # noqa: E402
+    plot_layer_norm_gradient_scaling,
+    plot_residual_path_gradients,
+)
 from b2t_lib.plots.similarity import plot_layer_similarity  # noqa: E402
 from b2t_lib.plots.style import variant_color  # noqa: E402
 
 
 def profile(variant, scale):
-    return LayerGradientNorms(variant=variant,
-                              output={"encoder": np.array([1.0, 2.0, 3.0]) * scale, "decoder": np.array([4.0, 5.0]) * scale},
-                              parameters={"encoder": np.ones(3), "decoder": np.ones(2) * 7})
+    return LayerGradientNorms(
+        variant=variant,
+        output={"encoder": np.array([1.0, 2.0, 3.0]) * scale, "decoder": np.array([4.0, 5.0]) * scale},
+        parameters={"encoder": np.ones(3), "decoder": np.ones(2) * 7},
+    )
 
 
 def test_figure3_draws_each_profile_per_stack():
@@ -31,8 +38,9 @@ def test_figure3_draws_each_profile_per_stack():
 
 
 def test_figure4_bars_follow_points():
-    path = ResidualPathGradients("post_ln", "decoder", 17, 18, ["input", "SA-LN in", "SA-LN out = output"],
-                                 np.array([0.5, 0.25, 1.0]))
+    path = ResidualPathGradients(
+        "post_ln", "decoder", 17, 18, ["input", "SA-LN in", "SA-LN out = output"], np.array([0.5, 0.25, 1.0])
+    )
     fig = plot_residual_path_gradients([path, path], paper_numbers={"SA-LN in": "(1)"})
     assert len(fig.axes) == 2
     heights = [bar.get_height() for bar in fig.axes[0].patches]

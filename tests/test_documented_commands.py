@@ -9,6 +9,7 @@ give them. A run that passed is recorded with a digest of the repository; when n
 commands are not run again (a second ``make rehearse`` trains nothing). Outside the rehearsal only the
 extraction is checked.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -35,8 +36,8 @@ SKIPPED = ("data", "data-bin", "runs", "build", ".venv", ".git", "__pycache__", 
 
 @dataclass
 class Block:
-    path: str      # relative to the repository
-    line: int      # the line of the opening fence
+    path: str  # relative to the repository
+    line: int  # the line of the opening fence
     text: str
 
     def __str__(self) -> str:
@@ -52,18 +53,18 @@ def documented_blocks(root: Path = ROOT) -> list[Block]:
         text = doc.read_text(encoding="utf-8")
         for match in BLOCK.finditer(text):
             if SCALE_OR_SCRIPT.search(match.group(1)):
-                blocks.append(Block(str(doc.relative_to(root)), text[:match.start()].count("\n") + 1, match.group(1)))
+                blocks.append(Block(str(doc.relative_to(root)), text[: match.start()].count("\n") + 1, match.group(1)))
     return blocks
 
 
 def test_the_documented_commands_are_found_and_parse():
     blocks = documented_blocks()
     text = "\n".join(b.text for b in blocks)
-    for script in DATA_SCRIPTS:                     # every data script is documented by a command that runs
+    for script in DATA_SCRIPTS:  # every data script is documented by a command that runs
         assert f"data_scripts/{script}" in text, script
     for needle in ("--scale small", "--scale full", "torchrun --nproc_per_node"):
         assert needle in text, needle
-    for block in blocks:                            # shell syntax, and no placeholder a reader must fill in
+    for block in blocks:  # shell syntax, and no placeholder a reader must fill in
         check = subprocess.run(["bash", "-n"], input=block.text, text=True, capture_output=True)
         assert check.returncode == 0, f"{block}: {check.stderr}"
         assert not re.search(r"/path/to|\bDIR\b|\[--", block.text), f"{block} has a placeholder"
@@ -103,8 +104,9 @@ def stage_reader_files(where: Path) -> None:
     for split, rows in wikitext_rows(REHEARSAL_SOURCES["wikitext103"]).items():
         pq.write_table(pa.table({"text": rows}), where / "wikitext-103-v1" / f"{split}-00000-of-00001.parquet")
     (where / "my_lm").mkdir()
-    for split, lines in generate_synthetic_lm_text(train_tokens=20_000, valid_tokens=2000, test_tokens=2000,
-                                                   seed=3).items():
+    for split, lines in generate_synthetic_lm_text(
+        train_tokens=20_000, valid_tokens=2000, test_tokens=2000, seed=3
+    ).items():
         (where / "my_lm" / f"{split}.txt").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     # transcribed audio of one's own: WAV files and tab-separated lists
     rng = random.Random(5)
@@ -114,8 +116,12 @@ def stage_reader_files(where: Path) -> None:
         lines = ["audio\ttext"]
         for i in range(n):
             words = [rng.choice(lexicon) for _ in range(30)]
-            sf.write(where / "my_speech" / split / f"{i:03d}.wav", synthesize(words[:3], np.random.default_rng(i)),
-                     16000, subtype="PCM_16")
+            sf.write(
+                where / "my_speech" / split / f"{i:03d}.wav",
+                synthesize(words[:3], np.random.default_rng(i)),
+                16000,
+                subtype="PCM_16",
+            )
             lines.append(f"{split}/{i:03d}.wav\t{' '.join(words)}")
         (where / "my_speech" / f"{split}.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
@@ -142,14 +148,20 @@ def test_the_documented_small_and_full_commands_run():
     shutil.rmtree(work, ignore_errors=True)
     shutil.copytree(ROOT, work, ignore=shutil.ignore_patterns(*SKIPPED))
     (ROOT / "data").mkdir(exist_ok=True)
-    (work / "data").symlink_to(ROOT / "data")       # the rehearsal's data sets, shared with its notebooks
+    (work / "data").symlink_to(ROOT / "data")  # the rehearsal's data sets, shared with its notebooks
     stage_reader_files(work)
     env = {k: v for k, v in os.environ.items() if k not in ("B2T_SCALE", "B2T_RUNS", "B2T_FIGURE_DIR")}
     env.update(PYTHONPATH=str(work), PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}")
     for block in documented_blocks(work):
         started = time.time()
-        done = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", block.text], cwd=work, env=env, text=True,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        done = subprocess.run(
+            ["bash", "-e", "-o", "pipefail", "-c", block.text],
+            cwd=work,
+            env=env,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
         print(f"{block}: exit {done.returncode} in {time.time() - started:.0f} s", flush=True)
         tail = "\n".join(done.stdout.splitlines()[-60:])
         assert done.returncode == 0, f"{block} failed (exit {done.returncode}):\n{block.text}\n--- output:\n{tail}"

@@ -3,6 +3,7 @@
 The solutions live in ``notebooks/solutions/``. A checker that accepted everything would fail here: each one is run
 on at least one wrong answer, and the test requires the specific message for that mistake.
 """
+
 import importlib.util
 import math
 import sys
@@ -35,6 +36,7 @@ class StubLayer(nn.Module):
 
 # --- wrong answers, one realistic mistake each ------------------------------------------------------------------
 
+
 def post_ln_as_pre_ln(x, sublayers):
     for branch, norm in sublayers:
         x = x + branch(norm(x))
@@ -56,8 +58,10 @@ def post_ln_two_sublayers(x, sublayers):
 class PostLNUnscaled(ch01.PostLNEncoderLayer):
     def attention(self, x):
         batch, time, d_model = x.shape
-        q, k, v = (proj(x).view(batch, time, self.n_heads, self.d_head).transpose(1, 2)
-                   for proj in (self.q_proj, self.k_proj, self.v_proj))
+        q, k, v = (
+            proj(x).view(batch, time, self.n_heads, self.d_head).transpose(1, 2)
+            for proj in (self.q_proj, self.k_proj, self.v_proj)
+        )
         weights = torch.softmax(q @ k.transpose(-1, -2), dim=-1)  # forgot / sqrt(d_head)
         return self.out_proj((weights @ v).transpose(1, 2).reshape(batch, time, d_model))
 
@@ -123,6 +127,7 @@ def norms_hooks_left(model, batch):
     for layer in model.decoder.layers:
         layer.register_forward_hook(lambda module, args, output: outputs.append(output))
     from b2t_lib.diagnostics import model_loss
+
     loss = model_loss(model, batch)
     return [float(g.norm()) for g in torch.autograd.grad(loss, outputs)]
 
@@ -187,69 +192,118 @@ def eq8_ffn_not_chained(J_sa, J_ln_sa, J_ca, J_ln_ca, J_ffn):
 
 def critical_width_heuristic(num_layers, kappa):
     from b2t_lib.variants import b2t_no_ln_alpha
+
     return (1 - b2t_no_ln_alpha(num_layers)) ** -5
 
 
 def critical_width_linear(num_layers, kappa):
     from b2t_lib.variants import b2t_no_ln_alpha
+
     return ((1 - b2t_no_ln_alpha(num_layers)) / (1 + kappa)) ** -5
 
 
 # exercise -> (checker, the solution's arguments, the stub's arguments, [(wrong arguments, expected message part)])
 CASES = {
-    "1.1": ((ch01.post_ln_forward, ch01.pre_ln_forward), (stub, stub), [
-        ((post_ln_as_pre_ln, ch01.pre_ln_forward), "post_ln_forward computes Pre-LN"),
-        ((ch01.post_ln_forward, pre_ln_normalizing_the_output), "normalizes the branch's output"),
-        ((post_ln_two_sublayers, ch01.pre_ln_forward), "stops after two of the decoder's three"),
-        ((ch01.post_ln_forward, ch01.post_ln_forward), "pre_ln_forward computes Post-LN"),
-    ]),
-    "1.2": ((ch01.PostLNEncoderLayer,), (StubLayer,), [
-        ((PostLNUnscaled,), "scores are not scaled"),
-        ((PostLNSingleHead,), "uses one head"),
-        ((PostLNWiredAsPreLN,), "wired as Pre-LN"),
-        ((PostLNBadNames,), "needs a module `q_proj`"),
-    ]),
-    "2.1": ((ch02.ln_jacobian,), (stub,), [
-        ((ln_jacobian_without_gamma,), "correct for gamma = 1 but not for a non-constant gamma: did you forget diag(gamma)?"),
-        ((ln_jacobian_gamma_on_columns,), "gamma multiplies the wrong side"),
-        ((ln_jacobian_unbiased_variance,), "biased variance"),
-        ((ln_jacobian_without_sigma_term,), "the -n n^T / d term is missing"),
-    ]),
-    "2.2": ((ch02.ln_gradient_factor,), (stub,), [
-        ((ln_factor_mean_sigma,), "one sigma (the mean) for all tokens"),
-        ((ln_factor_mean_inverse,), "norms add in squares"),
-        ((ln_factor_without_projection,), "removes 2 of the d directions"),
-    ]),
-    "3.1": ((ch03.decoder_gradient_norms,), (stub,), [
-        ((norms_top_first,), "top layer first"),
-        ((norms_hooks_left,), "left 4 hook(s)"),
-        ((norms_per_token,), "the reference times"),
-    ]),
-    "3.2": ((ch03.decay_factor,), (stub,), [
-        ((decay_from_deepest_point,), "deepest point alone"),
-        ((decay_slope_only,), "c = exp(slope)"),
-    ]),
-    "4.1": ((ch04.similarity_matrix,), (stub,), [
-        ((similarity_with_padding,), "over the padding positions too"),
-        ((similarity_flattened,), "whole flattened outputs"),
-    ]),
-    "4.2": ((ch04.predicted_similarity,), (stub,), [
-        ((similarity_squared,), "ratio of squared norms"),
-    ]),
-    "5.1": ((ch05.b2t_forward,), (stub,), [
-        ((b2t_forgot_x_inp,), "that is Post-LN"),
-        ((b2t_added_after_the_norm,), "after the last LayerNorm"),
-        ((b2t_adds_x_ffn,), "added x_ffn twice"),
-    ]),
-    "5.2": ((ch05.decoder_eq8,), (stub,), [
-        ((eq8_post_ln,), "identity term is missing"),
-        ((eq8_encoder_formula,), "left out the cross-attention"),
-        ((eq8_ffn_not_chained,), "must be chained"),
-    ]),
-    "5.3": ((ch05.critical_width,), (stub,), [
-        ((critical_width_heuristic,), "alpha + beta < 1 heuristic"),
-        ((critical_width_linear,), "the squares add"),
-    ]),
+    "1.1": (
+        (ch01.post_ln_forward, ch01.pre_ln_forward),
+        (stub, stub),
+        [
+            ((post_ln_as_pre_ln, ch01.pre_ln_forward), "post_ln_forward computes Pre-LN"),
+            ((ch01.post_ln_forward, pre_ln_normalizing_the_output), "normalizes the branch's output"),
+            ((post_ln_two_sublayers, ch01.pre_ln_forward), "stops after two of the decoder's three"),
+            ((ch01.post_ln_forward, ch01.post_ln_forward), "pre_ln_forward computes Post-LN"),
+        ],
+    ),
+    "1.2": (
+        (ch01.PostLNEncoderLayer,),
+        (StubLayer,),
+        [
+            ((PostLNUnscaled,), "scores are not scaled"),
+            ((PostLNSingleHead,), "uses one head"),
+            ((PostLNWiredAsPreLN,), "wired as Pre-LN"),
+            ((PostLNBadNames,), "needs a module `q_proj`"),
+        ],
+    ),
+    "2.1": (
+        (ch02.ln_jacobian,),
+        (stub,),
+        [
+            (
+                (ln_jacobian_without_gamma,),
+                "correct for gamma = 1 but not for a non-constant gamma: did you forget diag(gamma)?",
+            ),
+            ((ln_jacobian_gamma_on_columns,), "gamma multiplies the wrong side"),
+            ((ln_jacobian_unbiased_variance,), "biased variance"),
+            ((ln_jacobian_without_sigma_term,), "the -n n^T / d term is missing"),
+        ],
+    ),
+    "2.2": (
+        (ch02.ln_gradient_factor,),
+        (stub,),
+        [
+            ((ln_factor_mean_sigma,), "one sigma (the mean) for all tokens"),
+            ((ln_factor_mean_inverse,), "norms add in squares"),
+            ((ln_factor_without_projection,), "removes 2 of the d directions"),
+        ],
+    ),
+    "3.1": (
+        (ch03.decoder_gradient_norms,),
+        (stub,),
+        [
+            ((norms_top_first,), "top layer first"),
+            ((norms_hooks_left,), "left 4 hook(s)"),
+            ((norms_per_token,), "the reference times"),
+        ],
+    ),
+    "3.2": (
+        (ch03.decay_factor,),
+        (stub,),
+        [
+            ((decay_from_deepest_point,), "deepest point alone"),
+            ((decay_slope_only,), "c = exp(slope)"),
+        ],
+    ),
+    "4.1": (
+        (ch04.similarity_matrix,),
+        (stub,),
+        [
+            ((similarity_with_padding,), "over the padding positions too"),
+            ((similarity_flattened,), "whole flattened outputs"),
+        ],
+    ),
+    "4.2": (
+        (ch04.predicted_similarity,),
+        (stub,),
+        [
+            ((similarity_squared,), "ratio of squared norms"),
+        ],
+    ),
+    "5.1": (
+        (ch05.b2t_forward,),
+        (stub,),
+        [
+            ((b2t_forgot_x_inp,), "that is Post-LN"),
+            ((b2t_added_after_the_norm,), "after the last LayerNorm"),
+            ((b2t_adds_x_ffn,), "added x_ffn twice"),
+        ],
+    ),
+    "5.2": (
+        (ch05.decoder_eq8,),
+        (stub,),
+        [
+            ((eq8_post_ln,), "identity term is missing"),
+            ((eq8_encoder_formula,), "left out the cross-attention"),
+            ((eq8_ffn_not_chained,), "must be chained"),
+        ],
+    ),
+    "5.3": (
+        (ch05.critical_width,),
+        (stub,),
+        [
+            ((critical_width_heuristic,), "alpha + beta < 1 heuristic"),
+            ((critical_width_linear,), "the squares add"),
+        ],
+    ),
 }
 
 
@@ -275,7 +329,9 @@ def test_the_stub_is_not_solved_yet_and_says_so_in_one_line(exercise_id):
     assert "\n" not in repr(result) and "not solved yet" in repr(result)
 
 
-@pytest.mark.parametrize("exercise_id,index", [(k, i) for k, (_, _, wrong) in sorted(CASES.items()) for i in range(len(wrong))])
+@pytest.mark.parametrize(
+    "exercise_id,index", [(k, i) for k, (_, _, wrong) in sorted(CASES.items()) for i in range(len(wrong))]
+)
 def test_a_wrong_answer_is_rejected_with_what_is_wrong(exercise_id, index):
     answer, message = CASES[exercise_id][2][index]
     result = EXERCISES[exercise_id].check(*answer)
@@ -316,4 +372,3 @@ def test_solutions_import_from_the_notebooks_folder(monkeypatch):
         monkeypatch.delitem(sys.modules, name)
     module = importlib.import_module("solutions.ch05")
     assert callable(module.critical_width)
-

@@ -1,6 +1,7 @@
-""""Training failed": the stall rule (a run that never leaves the unigram plateau ends "stalled"),
+""" "Training failed": the stall rule (a run that never leaves the unigram plateau ends "stalled"),
 the unigram baseline stored with the data, the exit code, and the tables that print both failure
 kinds as the paper does, with the kind in a footnote (tasks MT, summarization, LM and ASR)."""
+
 import json
 
 import numpy as np
@@ -8,9 +9,9 @@ import pytest
 
 from b2t_lib.cli import EXIT_FAILED, main
 from b2t_lib.data.unigram import CACHE_NAME, cached_unigram_baseline, stored_unigram_baseline, unigram_cross_entropy
-from b2t_lib.paper_tables import (FailedRun, collect_results, render_table, row_from_result, section_of)
+from b2t_lib.paper_tables import FailedRun, collect_results, render_table, row_from_result, section_of
 from b2t_lib.presets import preset
-from b2t_lib.train.tasks import task_names
+from b2t_lib.train.registry import task_names
 from b2t_lib.scale import SCALES
 from b2t_lib.train import TrainConfig, Trainer, list_checkpoints, load_checkpoint, read_log
 from b2t_lib.train.failure import StallRule, failure_note, is_failed
@@ -19,19 +20,26 @@ from b2t_lib.train.task import Task
 
 # ---------------------------------------------------------------------- the rule
 def test_the_rule_waits_for_the_deadline_then_judges_the_first_validation_at_or_after_it():
-    rule = StallRule(margin=0.5, deadline=400, baseline=7.81)          # bar: 7.31 bits
+    rule = StallRule(margin=0.5, deadline=400, baseline=7.81)  # bar: 7.31 bits
     assert rule.active and rule.bar == pytest.approx(7.31)
-    for update in (25, 200, 375):                                      # far above the bar, but too early
+    for update in (25, 200, 375):  # far above the bar, but too early
         assert rule.check(update, 9.5) is None
-    message = rule.check(425, 7.89)                                    # first validation after 400
+    message = rule.check(425, 7.89)  # first validation after 400
     assert message and "7.89 bits at update 425" in message and "7.81" in message and "plateau" in message
-    assert rule.summary(425) == {"verdict": "stalled", "unigram_baseline": 7.81, "margin": 0.5, "deadline": 400,
-                                 "bar": 7.31, "judged_at": 425, "valid_nll": 7.89}
+    assert rule.summary(425) == {
+        "verdict": "stalled",
+        "unigram_baseline": 7.81,
+        "margin": 0.5,
+        "deadline": 400,
+        "bar": 7.31,
+        "judged_at": 425,
+        "valid_nll": 7.89,
+    }
 
 
 def test_a_run_below_the_bar_at_the_deadline_is_never_judged_again():
     rule = StallRule(margin=0.5, deadline=400, baseline=7.81)
-    assert rule.check(400, 7.30) is None                               # 0.51 bits below: trained
+    assert rule.check(400, 7.30) is None  # 0.51 bits below: trained
     assert rule.check(425, 9.0) is None and rule.check(10_000, float("nan")) is None
     assert rule.summary(500)["verdict"] == "passed" and rule.summary(500)["judged_at"] == 400
     # ... and the verdict survives a checkpoint: a resumed run is not judged twice
@@ -41,16 +49,16 @@ def test_a_run_below_the_bar_at_the_deadline_is_never_judged_again():
 
 
 def test_at_the_bar_or_non_finite_is_stalled_and_short_or_switched_off_runs_are_not_judged():
-    assert StallRule(0.5, 400, 7.81).check(400, 7.31) is not None     # not *below* the bar
+    assert StallRule(0.5, 400, 7.81).check(400, 7.31) is not None  # not *below* the bar
     assert StallRule(0.5, 400, 7.81).check(400, float("nan")) is not None
     short = StallRule(0.5, 400, 7.81)
     assert short.check(300, 9.0) is None
     assert short.summary(300)["verdict"] == "not judged" and "before the deadline" in short.summary(300)["reason"]
-    assert StallRule(0.5, 0, 7.81).check(500, 9.0) is None             # deadline 0: off
+    assert StallRule(0.5, 0, 7.81).check(500, 9.0) is None  # deadline 0: off
     assert StallRule(0.5, 400, None).summary(500)["verdict"] == "off"  # a task without a baseline
     stalled = StallRule(0.5, 400, 7.81)
     stalled.check(400, 7.9)
-    stalled.load_state_dict(stalled.state_dict())                     # resuming a stalled run judges it again
+    stalled.load_state_dict(stalled.state_dict())  # resuming a stalled run judges it again
     assert stalled.check(425, 7.9) is not None
 
 
@@ -66,6 +74,7 @@ def test_the_options_come_from_every_preset_and_are_checked():
     with pytest.raises(ValueError, match="--stall-deadline"):
         TrainConfig.from_preset("mt", "tiny", stall_deadline=-5)
     from b2t_lib.cli import build_train_parser
+
     text = build_train_parser("mt", "full").format_help()
     assert "--stall-margin" in text and "--stall-deadline" in text and "(default: 8000)" in text
 
@@ -82,6 +91,7 @@ def test_unigram_cross_entropy_by_hand():
 
 class _IdsTask(Task):
     """A task with nothing but the two hooks of the unigram baseline."""
+
     name = "ids_only"
     calls = 0
 
@@ -92,7 +102,7 @@ class _IdsTask(Task):
     def target_vocab_size(self):
         return 8
 
-    def load_datasets(self):          # the baseline is computed from loaded data: unigram_baseline loads it
+    def load_datasets(self):  # the baseline is computed from loaded data: unigram_baseline loads it
         self.train_data = self.valid_data = "loaded"
 
     train_batches = valid_batches = collate = build_model = evaluate = None
@@ -106,10 +116,10 @@ def test_a_baseline_missing_from_older_data_is_computed_once_and_cached_next_to_
     expected = unigram_cross_entropy(np.array([4, 4, 5, 2, 2, 2]), np.array([4, 2, 7]), 8)
     assert stored_unigram_baseline(tmp_path) is None
     task = _IdsTask(Cfg())
-    assert task.unigram_baseline() == pytest.approx(expected) and _IdsTask.calls == 2   # train and valid ids
-    assert task.train_data == "loaded"                                  # the data was read for it
+    assert task.unigram_baseline() == pytest.approx(expected) and _IdsTask.calls == 2  # train and valid ids
+    assert task.train_data == "loaded"  # the data was read for it
     assert json.loads((tmp_path / CACHE_NAME).read_text())["valid"]["bits_per_token"] == pytest.approx(expected)
-    assert task.unigram_baseline() == pytest.approx(expected) and _IdsTask.calls == 2   # read, not recomputed
+    assert task.unigram_baseline() == pytest.approx(expected) and _IdsTask.calls == 2  # read, not recomputed
     # data prepared again (another manifest) is measured again; a manifest that stores it wins
     (tmp_path / "manifest.json").write_text(json.dumps({"format": "b2t-translation-v1", "again": 1}))
     assert stored_unigram_baseline(tmp_path) is None
@@ -130,43 +140,69 @@ def test_a_task_without_the_hooks_says_so():
 
 # ---------------------------------------------------------------------- tables, from hand-made records
 def _record(task, variant, enc, dec, status="completed", **metrics):
-    return {"task": task, "variant": variant, "status": status, "message": "",
-            "config": {"task": task, "variant": variant, "encoder_layers": enc, "decoder_layers": dec},
-            "metrics": metrics}
+    return {
+        "task": task,
+        "variant": variant,
+        "status": status,
+        "message": "",
+        "config": {"task": task, "variant": variant, "encoder_layers": enc, "decoder_layers": dec},
+        "metrics": metrics,
+    }
 
 
-STALLED = dict(_record("mt", "post_ln", 18, 18, status="stalled", valid_nll=7.89),
-               message="validation NLL 7.89 bits at update 400 ...",
-               stall_rule={"verdict": "stalled", "unigram_baseline": 7.81, "margin": 0.5, "deadline": 400,
-                           "bar": 7.31, "judged_at": 400, "valid_nll": 7.89})
-DIVERGED = dict(_record("mt", "deepnet", 18, 18, status="diverged"),
-                message="the training loss became nan at update 37")
+STALLED = dict(
+    _record("mt", "post_ln", 18, 18, status="stalled", valid_nll=7.89),
+    message="validation NLL 7.89 bits at update 400 ...",
+    stall_rule={
+        "verdict": "stalled",
+        "unigram_baseline": 7.81,
+        "margin": 0.5,
+        "deadline": 400,
+        "bar": 7.31,
+        "judged_at": 400,
+        "valid_nll": 7.89,
+    },
+)
+DIVERGED = dict(
+    _record("mt", "deepnet", 18, 18, status="diverged"), message="the training loss became nan at update 37"
+)
 
 
 def test_row_builders_of_the_four_tasks():
     mt = _record("mt", "b2t", 18, 18, bleu={"newstest2013": 26.7, "newstest2014": 28.5}, bleu_avg=27.6)
     assert row_from_result(mt) == [None, None, None, 26.7, 28.5, None, None, 27.6] and section_of(mt) == "18L-18L"
     synthetic = _record("mt", "b2t", 6, 6, bleu={"test": 79.74}, bleu_avg=79.74)
-    assert row_from_result(synthetic) == [None] * 7 + [79.74]                       # only the Average
-    summ = _record("summarization", "b2t", 6, 6, rouge={"test": {"rouge1": 38.4, "rouge2": 19.4, "rougeL": 35.7}},
-                   rouge1=38.4, rouge2=19.4, rougeL=35.7)
+    assert row_from_result(synthetic) == [None] * 7 + [79.74]  # only the Average
+    summ = _record(
+        "summarization",
+        "b2t",
+        6,
+        6,
+        rouge={"test": {"rouge1": 38.4, "rouge2": 19.4, "rougeL": 35.7}},
+        rouge1=38.4,
+        rouge2=19.4,
+        rougeL=35.7,
+    )
     assert row_from_result(summ) == [38.4, 19.4, 35.7] and section_of(summ) == "6L-6L"
     lm = _record("lm", "pre_ln", 0, 16, valid_ppl=18.53, test_ppl=19.24, valid_nll=4.2)
     assert row_from_result(lm) == [18.53, 19.24] and section_of(lm) == "16L"
-    asr = _record("asr", "b2t", 12, 6, wer={"dev_clean": 3.26, "dev_other": 7.74, "test_clean": 3.48,
-                                            "test_other": 7.68})
+    asr = _record(
+        "asr", "b2t", 12, 6, wer={"dev_clean": 3.26, "dev_other": 7.74, "test_clean": 3.48, "test_other": 7.68}
+    )
     assert row_from_result(asr) == {"Dev clean": 3.26, "Dev other": 7.74, "Test clean": 3.48, "Test other": 7.68}
     assert section_of(asr) == "12L-6L"
-    assert row_from_result(_record("asr", "b2t", 6, 6, wer={"test": 12.5})) == {"test": 12.5}   # synthetic
-    assert row_from_result(_record("lm", "b2t", 0, 6)) == [None, None]            # not evaluated: "-"
+    assert row_from_result(_record("asr", "b2t", 6, 6, wer={"test": 12.5})) == {"test": 12.5}  # synthetic
+    assert row_from_result(_record("lm", "b2t", 0, 6)) == [None, None]  # not evaluated: "-"
     for failed in (STALLED, DIVERGED, dict(lm, status="stalled"), dict(asr, status="diverged")):
         row = row_from_result(failed)
         assert isinstance(row, FailedRun) and row.kind == failed["status"] and is_failed(failed["status"])
 
 
 def test_failure_notes_name_the_kind_and_the_numbers():
-    assert failure_note(STALLED) == ("stalled: validation NLL 7.89 bits at update 400, unigram baseline 7.81 bits "
-                                     "(margin 0.5; never left the plateau)")
+    assert failure_note(STALLED) == (
+        "stalled: validation NLL 7.89 bits at update 400, unigram baseline 7.81 bits "
+        "(margin 0.5; never left the plateau)"
+    )
     assert failure_note(DIVERGED) == "diverged: the training loss became nan at update 37"
     assert failure_note(_record("mt", "b2t", 6, 6)) is None
 
@@ -206,25 +242,30 @@ def row(label: str, cells: str) -> str:
 
 
 def test_table1_layout_is_unchanged_where_nothing_failed():
-    ours = {"6L-6L": {"post_ln": [None] * 7 + [44.46], "b2t": [None] * 7 + [79.74]},
-            "18L-18L": {"pre_ln": [None] * 7 + [0.05], "dlcl": [24.5] + [None] * 6 + [25.0]}}
+    ours = {
+        "6L-6L": {"post_ln": [None] * 7 + [44.46], "b2t": [None] * 7 + [79.74]},
+        "18L-18L": {"pre_ln": [None] * 7 + [0.05], "dlcl": [24.5] + [None] * 6 + [25.0]},
+    }
     assert render_table(1, ours, ours_label="tiny") == TABLE1_TINY
 
 
 def test_both_failure_kinds_print_training_failed_with_a_footnote_each(tmp_path):
     paths = []
-    for name, record in (("stalled", STALLED), ("diverged", DIVERGED),
-                         ("b2t", _record("mt", "b2t", 18, 18, bleu={"test": 7.5}, bleu_avg=7.5)),
-                         ("lm", _record("lm", "b2t", 0, 16, valid_ppl=30.0, test_ppl=31.0))):
+    for name, record in (
+        ("stalled", STALLED),
+        ("diverged", DIVERGED),
+        ("b2t", _record("mt", "b2t", 18, 18, bleu={"test": 7.5}, bleu_avg=7.5)),
+        ("lm", _record("lm", "b2t", 0, 16, valid_ppl=30.0, test_ppl=31.0)),
+    ):
         (tmp_path / name).mkdir()
         (tmp_path / name / "result.json").write_text(json.dumps(record))
         paths.append(tmp_path / name)
-    ours = collect_results(paths + [tmp_path / "missing"], table=1)       # the LM run is not Table 1's
+    ours = collect_results(paths + [tmp_path / "missing"], table=1)  # the LM run is not Table 1's
     assert set(ours) == {"18L-18L"} and set(ours["18L-18L"]) == {"post_ln", "deepnet", "b2t"}
     lines = render_table(1, ours).splitlines()
     assert row("Post-LN (ours)", "  Training failed*") in lines
     assert row("DeepNet (ours)", "  Training failed**") in lines
-    assert row("Post-LN (paper)", "  Training failed") in lines            # the paper's: no footnote
+    assert row("Post-LN (paper)", "  Training failed") in lines  # the paper's: no footnote
     assert lines[-3:] == ["", "* " + failure_note(STALLED), "** " + failure_note(DIVERGED)]
     assert row("B2T connection (ours)", "       -" * 7 + "    7.50") in lines
     # a hand-written "failed" row (notebooks) still prints, without a footnote
@@ -232,13 +273,18 @@ def test_both_failure_kinds_print_training_failed_with_a_footnote_each(tmp_path)
 
 
 def test_tables_of_the_other_tasks_read_their_metrics(tmp_path):
-    records = [_record("summarization", "b2t", 18, 18, rouge1=39.6, rouge2=20.3, rougeL=36.7),
-               dict(_record("summarization", "post_ln", 18, 18, status="stalled", valid_nll=7.0),
-                    stall_rule=dict(STALLED["stall_rule"], valid_nll=7.0, unigram_baseline=7.2)),
-               _record("lm", "pre_ln", 0, 6, valid_ppl=20.98, test_ppl=21.93),
-               _record("asr", "b2t", 12, 6, wer={"dev_clean": 3.26, "dev_other": 7.74, "test_clean": 3.48,
-                                                 "test_other": 7.68}),
-               _record("asr", "pre_ln", 6, 6, wer={"valid": 20.0, "test": 21.5})]
+    records = [
+        _record("summarization", "b2t", 18, 18, rouge1=39.6, rouge2=20.3, rougeL=36.7),
+        dict(
+            _record("summarization", "post_ln", 18, 18, status="stalled", valid_nll=7.0),
+            stall_rule=dict(STALLED["stall_rule"], valid_nll=7.0, unigram_baseline=7.2),
+        ),
+        _record("lm", "pre_ln", 0, 6, valid_ppl=20.98, test_ppl=21.93),
+        _record(
+            "asr", "b2t", 12, 6, wer={"dev_clean": 3.26, "dev_other": 7.74, "test_clean": 3.48, "test_other": 7.68}
+        ),
+        _record("asr", "pre_ln", 6, 6, wer={"valid": 20.0, "test": 21.5}),
+    ]
     for i, record in enumerate(records):
         (tmp_path / f"run{i}.json").write_text(json.dumps(record))
     paths = sorted(tmp_path.glob("*.json"))
@@ -249,11 +295,15 @@ def test_tables_of_the_other_tasks_read_their_metrics(tmp_path):
     table4 = render_table(4, collect_results(paths, table=4)).splitlines()
     assert "Dec: 6L" in table4 and row("Pre-LN (ours)", "   20.98   21.93") in table4
     table5 = render_table(5, collect_results(paths, table=5)).splitlines()
-    assert table5[1].split()[-2:] == ["valid", "test"]                   # the synthetic corpus' own splits
-    assert any(line.startswith("  B2T connection (ours)") and line.split()[-6:] ==
-               ["3.26", "7.74", "3.48", "7.68", "-", "-"] for line in table5)
-    assert any(line.startswith("  Pre-LN (ours)") and line.split()[-6:] == ["-", "-", "-", "-", "20.00", "21.50"]
-               for line in table5)
+    assert table5[1].split()[-2:] == ["valid", "test"]  # the synthetic corpus' own splits
+    assert any(
+        line.startswith("  B2T connection (ours)") and line.split()[-6:] == ["3.26", "7.74", "3.48", "7.68", "-", "-"]
+        for line in table5
+    )
+    assert any(
+        line.startswith("  Pre-LN (ours)") and line.split()[-6:] == ["-", "-", "-", "-", "20.00", "21.50"]
+        for line in table5
+    )
 
 
 def test_table_command_reads_any_task_and_refuses_unknown_tables(tmp_path, capsys):
@@ -262,9 +312,9 @@ def test_table_command_reads_any_task_and_refuses_unknown_tables(tmp_path, capsy
     assert row("B2T connection (ours)", "   30.00   31.00") in capsys.readouterr().out
     with pytest.raises(SystemExit):
         main(["table", "--table", "6", str(tmp_path / "*.json")])
-    (tmp_path / "train.log").write_text("not a record")                # a glob such as runs/* matches logs too
+    (tmp_path / "train.log").write_text("not a record")  # a glob such as runs/* matches logs too
     assert main(["table", "--table", "4", str(tmp_path / "*")]) == 0
-    (tmp_path / "broken.json").write_text('{"status": ')                # a damaged record is named, not skipped
+    (tmp_path / "broken.json").write_text('{"status": ')  # a damaged record is named, not skipped
     with pytest.raises(SystemExit):
         main(["table", "--table", "4", str(tmp_path / "*")])
     assert "broken.json is not a readable result record" in capsys.readouterr().err
@@ -275,16 +325,33 @@ def test_table_command_reads_any_task_and_refuses_unknown_tables(tmp_path, capsy
 def small_data(tmp_path_factory):
     from b2t_lib.data import prepare_synthetic_mt
 
-    return prepare_synthetic_mt(tmp_path_factory.mktemp("data") / "synthetic", n_train=200, n_valid=20,
-                                n_test=20, bpe_vocab_size=300, workers=1)
+    return prepare_synthetic_mt(
+        tmp_path_factory.mktemp("data") / "synthetic", n_train=200, n_valid=20, n_test=20, bpe_vocab_size=300, workers=1
+    )
 
 
 def tiny(data_dir, save_dir, **overrides):
     """A 1L-1L run validated every 4 updates; the rule's deadline at 6, so the first judged validation is 8."""
-    values = dict(data=str(data_dir), save_dir=str(save_dir), d_model=32, n_heads=2, d_ff=64, encoder_layers=1,
-                  decoder_layers=1, max_tokens=256, threads=1, progress_bar=False, eval_at_end=False,
-                  log_interval=1, valid_interval=4, save_interval=100, warmup_updates=5, max_update=20,
-                  stall_deadline=6, stall_margin=0.5)
+    values = dict(
+        data=str(data_dir),
+        save_dir=str(save_dir),
+        d_model=32,
+        n_heads=2,
+        d_ff=64,
+        encoder_layers=1,
+        decoder_layers=1,
+        max_tokens=256,
+        threads=1,
+        progress_bar=False,
+        eval_at_end=False,
+        log_interval=1,
+        valid_interval=4,
+        save_interval=100,
+        warmup_updates=5,
+        max_update=20,
+        stall_deadline=6,
+        stall_margin=0.5,
+    )
     values.update(overrides)
     return TrainConfig.from_preset("mt", "tiny", **values)
 
@@ -299,8 +366,12 @@ def test_the_manifest_stores_the_baseline_the_trainers_nll_gives_a_frequency_onl
     from b2t_lib.train import build_task, label_smoothed_nll_loss
 
     train, valid = load_translation_split(small_data, "train"), load_translation_split(small_data, "valid")
-    counts = torch.bincount(torch.from_numpy(np.array(train.tgt.data, dtype=np.int64)),
-                            minlength=len(train.dictionary)).double() + 1
+    counts = (
+        torch.bincount(
+            torch.from_numpy(np.array(train.tgt.data, dtype=np.int64)), minlength=len(train.dictionary)
+        ).double()
+        + 1
+    )
     batch = valid.collate(list(range(len(valid))))
     logits = counts.log().expand(*batch["target"].shape, -1)  # the same prediction at every position
     out = label_smoothed_nll_loss(logits, batch["target"], epsilon=0.0)
@@ -310,7 +381,7 @@ def test_the_manifest_stores_the_baseline_the_trainers_nll_gives_a_frequency_onl
     task = build_task(tiny(small_data, "unused"))
     task.load_datasets()
     assert task.unigram_baseline() == manifest["unigram"]["valid"]["bits_per_token"]
-    assert bits < math.log2(len(train.dictionary))            # better than a uniform guess
+    assert bits < math.log2(len(train.dictionary))  # better than a uniform guess
 
 
 @pytest.mark.slow
@@ -327,7 +398,7 @@ def test_data_prepared_before_the_baseline_was_stored_gets_it_without_loading_fi
     expected = manifest.pop("unigram")["valid"]["bits_per_token"]
     (old / "manifest.json").write_text(json.dumps(manifest))
     assert stored_unigram_baseline(old) is None
-    task = build_task(tiny(old, "unused"))                    # nothing loaded
+    task = build_task(tiny(old, "unused"))  # nothing loaded
     assert task.unigram_baseline() == pytest.approx(expected, abs=1e-9)
     assert (old / CACHE_NAME).is_file() and stored_unigram_baseline(old) == pytest.approx(expected, abs=1e-9)
 
@@ -338,7 +409,7 @@ def test_a_stalled_run_stops_at_the_first_validation_after_the_deadline_and_keep
     record = Trainer(tiny(small_data, tmp_path / "run", stall_margin=100.0, save_interval=4)).train()
     assert record["status"] == "stalled" and record["metrics"]["num_updates"] == 8
     valid = read_log(tmp_path / "run", "valid")
-    assert [e["update"] for e in valid] == [4, 8]           # above the bar at 4 too: not judged before 6
+    assert [e["update"] for e in valid] == [4, 8]  # above the bar at 4 too: not judged before 6
     verdict = read_log(tmp_path / "run", "stall_rule")
     assert len(verdict) == 1 and verdict[0]["verdict"] == "stalled" and verdict[0]["update"] == 8
     assert verdict[0]["message"] == record["message"] and "update 8" in record["message"]
@@ -376,9 +447,33 @@ def test_resumed_runs_keep_the_rules_state(small_data, tmp_path, monkeypatch):
 
 
 # The notebook-06 setting: 18L-18L at d 32 on the synthetic pair, 400 updates, the tiny preset's rule.
-NOTEBOOK06 = ["--d-model", "32", "--n-heads", "2", "--d-ff", "64", "--max-tokens", "256", "--warmup-updates", "100",
-              "--max-update", "400", "--valid-interval", "25", "--save-interval", "400", "--threads", "1",
-              "--no-progress-bar", "--log-interval", "25", "--keep-last", "1", "--average-last", "1"]
+NOTEBOOK06 = [
+    "--d-model",
+    "32",
+    "--n-heads",
+    "2",
+    "--d-ff",
+    "64",
+    "--max-tokens",
+    "256",
+    "--warmup-updates",
+    "100",
+    "--max-update",
+    "400",
+    "--valid-interval",
+    "25",
+    "--save-interval",
+    "400",
+    "--threads",
+    "1",
+    "--no-progress-bar",
+    "--log-interval",
+    "25",
+    "--keep-last",
+    "1",
+    "--average-last",
+    "1",
+]
 
 
 @pytest.fixture(scope="module")
@@ -391,21 +486,51 @@ def synthetic_mt(tmp_path_factory):
 @pytest.mark.slow
 def test_post_ln_18L_stalls_exits_3_and_prints_training_failed_while_b2t_trains(synthetic_mt, tmp_path, capsys):
     post = tmp_path / "post_ln_18L"
-    code = main(["train", "--data", str(synthetic_mt), "--save-dir", str(post), "--variant", "post_ln",
-                 "--encoder-layers", "18", "--decoder-layers", "18", *NOTEBOOK06])
+    code = main(
+        [
+            "train",
+            "--data",
+            str(synthetic_mt),
+            "--save-dir",
+            str(post),
+            "--variant",
+            "post_ln",
+            "--encoder-layers",
+            "18",
+            "--decoder-layers",
+            "18",
+            *NOTEBOOK06,
+        ]
+    )
     captured = capsys.readouterr()
     assert code == EXIT_FAILED == 3 and "TRAINING STALLED" in captured.err
     printed = json.loads(captured.out)
     assert printed["status"] == "stalled" and "never left the plateau" in printed["message"]
     record = json.loads((post / "result.json").read_text())
     rule = record["stall_rule"]
-    assert rule["judged_at"] == 400 and (rule["margin"], rule["deadline"]) == (0.5, 400)   # the tiny preset's
-    assert rule["valid_nll"] > rule["unigram_baseline"] - 0.2        # on the plateau (7.89 vs 7.81 measured)
+    assert rule["judged_at"] == 400 and (rule["margin"], rule["deadline"]) == (0.5, 400)  # the tiny preset's
+    assert rule["valid_nll"] > rule["unigram_baseline"] - 0.2  # on the plateau (7.89 vs 7.81 measured)
     assert (post / "checkpoint_last.pt").is_file() and read_log(post, "valid")[-1]["update"] == 400
 
-    b2t = tmp_path / "b2t_6L"     # the same setting at 6L-6L trains: not flagged
-    code = main(["train", "--data", str(synthetic_mt), "--save-dir", str(b2t), "--variant", "b2t",
-                 "--encoder-layers", "6", "--decoder-layers", "6", "--beam", "1", *NOTEBOOK06])
+    b2t = tmp_path / "b2t_6L"  # the same setting at 6L-6L trains: not flagged
+    code = main(
+        [
+            "train",
+            "--data",
+            str(synthetic_mt),
+            "--save-dir",
+            str(b2t),
+            "--variant",
+            "b2t",
+            "--encoder-layers",
+            "6",
+            "--decoder-layers",
+            "6",
+            "--beam",
+            "1",
+            *NOTEBOOK06,
+        ]
+    )
     printed = json.loads(capsys.readouterr().out)
     assert code == 0 and printed["status"] == "completed" and "bleu" in printed["metrics"]
     rule = json.loads((b2t / "result.json").read_text())["stall_rule"]

@@ -1,5 +1,6 @@
 """Search as fairseq's SequenceGenerator does it: exact search by enumeration, the length, blocking and
 finalization rules one by one, and a pinned regression case."""
+
 import itertools
 import math
 from types import SimpleNamespace
@@ -24,8 +25,7 @@ class TableModel:
     def __init__(self, table: torch.Tensor, max_positions: int = 1024):
         vocab = table.shape[0]
         self.table = table
-        self.cfg = SimpleNamespace(vocab_size=vocab, pad_idx=PAD, eos_idx=EOS, bos_idx=BOS,
-                                   max_positions=max_positions)
+        self.cfg = SimpleNamespace(vocab_size=vocab, pad_idx=PAD, eos_idx=EOS, bos_idx=BOS, max_positions=max_positions)
 
     def eval(self):
         return self
@@ -190,7 +190,7 @@ def test_finished_sentences_leave_the_batch():
     assert model.rows[:3] == [6, 6, 4]  # the sentence that starts with 5 is done after two steps
     assert [len(h[0].tokens) for h in together] == [4, 1, 4]
     for i in range(3):  # each sentence alone gives the same hypotheses and scores
-        alone = beam_search_hypotheses(model, batch[i:i + 1], beam_size=2, max_len_b=4)[0]
+        alone = beam_search_hypotheses(model, batch[i : i + 1], beam_size=2, max_len_b=4)[0]
         assert [(h.tokens.tolist(), h.score) for h in alone] == [(h.tokens.tolist(), h.score) for h in together[i]]
 
 
@@ -228,13 +228,24 @@ def enumerate_hypotheses(model, src, allowed, max_len, min_len, len_penalty, unk
     return sorted(scored, key=lambda item: item[1], reverse=True)
 
 
-@pytest.mark.parametrize("variant, len_penalty, min_len, unk_penalty", [
-    ("b2t", 0.6, 1, 0.0), ("post_ln", 1.0, 1, 0.5), ("pre_ln", 0.0, 2, 0.0), ("b2t_no_ln", 2.0, 1, 0.0)])
-def test_beam_search_with_a_wide_beam_equals_exact_search_by_enumeration(variant, len_penalty, min_len,
-                                                                          unk_penalty):
+@pytest.mark.parametrize(
+    "variant, len_penalty, min_len, unk_penalty",
+    [("b2t", 0.6, 1, 0.0), ("post_ln", 1.0, 1, 0.5), ("pre_ln", 0.0, 2, 0.0), ("b2t_no_ln", 2.0, 1, 0.0)],
+)
+def test_beam_search_with_a_wide_beam_equals_exact_search_by_enumeration(variant, len_penalty, min_len, unk_penalty):
     seed_everything(11)
-    cfg = ModelConfig(vocab_size=40, d_model=16, n_heads=2, d_ff=32, encoder_layers=1, decoder_layers=2,
-                      variant=variant, dropout=0.0, share_embeddings=False, share_decoder_io=False)
+    cfg = ModelConfig(
+        vocab_size=40,
+        d_model=16,
+        n_heads=2,
+        d_ff=32,
+        encoder_layers=1,
+        decoder_layers=2,
+        variant=variant,
+        dropout=0.0,
+        share_embeddings=False,
+        share_decoder_io=False,
+    )
     base = EncoderDecoder(cfg).eval()
     with torch.no_grad():
         base.decoder.output_projection.weight.mul_(4.0)  # peaked distributions: no near-ties
@@ -243,11 +254,19 @@ def test_beam_search_with_a_wide_beam_equals_exact_search_by_enumeration(variant
     src = torch.tensor([[9, 12, 30, EOS], [17, EOS, PAD, PAD]])
     max_len = 3  # 3 + 9 + 27 = 39 hypotheses: a beam of vocab_size - 1 = 39 keeps every prefix
     with torch.no_grad():
-        found = beam_search_hypotheses(model, src, beam_size=39, len_penalty=len_penalty, max_len_b=max_len,
-                                       min_len=min_len, unk_penalty=unk_penalty)
+        found = beam_search_hypotheses(
+            model,
+            src,
+            beam_size=39,
+            len_penalty=len_penalty,
+            max_len_b=max_len,
+            min_len=min_len,
+            unk_penalty=unk_penalty,
+        )
         for i in range(2):
-            exact = enumerate_hypotheses(model, src[i, src[i] != PAD], allowed, max_len, min_len, len_penalty,
-                                         unk_penalty)
+            exact = enumerate_hypotheses(
+                model, src[i, src[i] != PAD], allowed, max_len, min_len, len_penalty, unk_penalty
+            )
             assert exact[0][1] - exact[1][1] > 1e-3  # the optimum is unique: a real test of the search
             assert len(found[i]) == len(exact)  # every hypothesis was finished ...
             assert found[i][0].tokens.tolist() == list(exact[0][0])  # ... and the best is the exact optimum
@@ -259,15 +278,24 @@ def test_beam_search_with_a_wide_beam_equals_exact_search_by_enumeration(variant
 # ------------------------------------------------------------------------------------ regression
 def pinned_model():
     seed_everything(7)
-    cfg = ModelConfig(vocab_size=40, d_model=32, n_heads=4, d_ff=64, encoder_layers=2, decoder_layers=2,
-                      variant="b2t", dropout=0.0, share_embeddings=False, share_decoder_io=False)
+    cfg = ModelConfig(
+        vocab_size=40,
+        d_model=32,
+        n_heads=4,
+        d_ff=64,
+        encoder_layers=2,
+        decoder_layers=2,
+        variant="b2t",
+        dropout=0.0,
+        share_embeddings=False,
+        share_decoder_io=False,
+    )
     model = EncoderDecoder(cfg).eval()
     with torch.no_grad():
         weight = model.decoder.output_projection.weight
         weight.mul_(3.0)  # peaked distributions
         weight[EOS] = 1.2 * (weight[4] + weight[29] + weight[33]) / 3  # EOS likely: hypotheses of all lengths
-    src = torch.tensor([[31, 8, 29, 6, 35, 19, EOS], [27, 8, 21, EOS, PAD, PAD, PAD],
-                        [6, 26, 22, 32, EOS, PAD, PAD]])
+    src = torch.tensor([[31, 8, 29, 6, 35, 19, EOS], [27, 8, 21, EOS, PAD, PAD, PAD], [6, 26, 22, 32, EOS, PAD, PAD]])
     return model, src
 
 
@@ -303,7 +331,7 @@ def test_regression_pinned_hypotheses_of_a_seeded_model():
     for hypotheses in found:
         assert hypotheses[0].score - hypotheses[1].score > 0.05
     for i in range(3):  # a sentence alone: the same hypotheses as in the batch (rows leave it as they finish)
-        alone = beam_search_hypotheses(model, src[i:i + 1, : int((src[i] != PAD).sum())], **options)[0]
+        alone = beam_search_hypotheses(model, src[i : i + 1, : int((src[i] != PAD).sum())], **options)[0]
         assert [h.tokens.tolist() for h in alone] == [h.tokens.tolist() for h in found[i]]
     for seed in range(4):  # no decision of the search sits on a near-tie
         noisy = NoisyLogits(model, 1e-3, seed)

@@ -1,6 +1,7 @@
 """The library's layering, read from its source: no import cycle (imports inside functions count), the
 diagnostics never reach the trainer, plotting loads no trainer, the data knows no model config, the run
 orchestration sits above the training engine, and the core modules know no baseline."""
+
 from __future__ import annotations
 
 import ast
@@ -30,8 +31,10 @@ def _runtime_nodes(tree: ast.AST):
         node = todo.pop()
         yield node
         for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.If) and getattr(child.test, "id", getattr(child.test, "attr", "")) == \
-                    "TYPE_CHECKING":
+            if (
+                isinstance(child, ast.If)
+                and getattr(child.test, "id", getattr(child.test, "attr", "")) == "TYPE_CHECKING"
+            ):
                 todo.extend(child.orelse)
                 continue
             todo.append(child)
@@ -53,8 +56,9 @@ def _import_graph() -> dict[str, set[str]]:
                     anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
                     base = ".".join(anchor + ([node.module] if node.module else []))
                 # ``from pkg import sub`` imports the module pkg.sub when there is one
-                targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base
-                           for alias in node.names]
+                targets = [
+                    f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base for alias in node.names
+                ]
             for target in targets:
                 while target and target not in modules:  # ``import b2t_lib.x.y`` -> the deepest known module
                     target = target.rpartition(".")[0]
@@ -107,8 +111,8 @@ def _reachable(graph, start: str) -> set[str]:
 def test_the_import_graph_is_read_from_the_source():
     graph = _import_graph()
     assert "b2t_lib.loss" in graph["b2t_lib.diagnostics.forward"]
-    assert "b2t_lib.train.records" in graph["b2t_lib.train.trainer"]   # ``from . import records``
-    assert "b2t_lib.train.mt_task" in graph["b2t_lib.train.tasks"]
+    assert "b2t_lib.train.records" in graph["b2t_lib.train.trainer"]  # ``from . import records``
+    assert "b2t_lib.train.mt_task" in graph["b2t_lib.train.registry"]
 
 
 def test_no_import_cycle():
@@ -118,8 +122,17 @@ def test_no_import_cycle():
 def test_diagnostics_and_the_model_never_reach_the_trainer():
     graph = _import_graph()
     for name in graph:
-        if name.startswith(("b2t_lib.diagnostics", "b2t_lib.model", "b2t_lib.layers", "b2t_lib.variants",
-                            "b2t_lib.baselines", "b2t_lib.loss", "b2t_lib.config")):
+        if name.startswith(
+            (
+                "b2t_lib.diagnostics",
+                "b2t_lib.model",
+                "b2t_lib.layers",
+                "b2t_lib.variants",
+                "b2t_lib.baselines",
+                "b2t_lib.loss",
+                "b2t_lib.config",
+            )
+        ):
             reached = {m for m in _reachable(graph, name) if m.startswith("b2t_lib.train")}
             assert not reached, (name, sorted(reached))
 

@@ -1,4 +1,5 @@
 """ROUGE F1 (Table 3's metric) on examples checked by hand."""
+
 from __future__ import annotations
 
 import pytest
@@ -36,7 +37,7 @@ def test_gigaword_placeholders_and_punctuation_vanish():
     scores = rouge_per_example(["us 's lrb deficit"], ["-lrb- us 's deficit -rrb-"])
     # hyp: us s lrb deficit (4) | ref: lrb us s deficit rrb (5); unigram matches 4: P = 1, R = 4/5
     assert scores["rouge1"][0] == pytest.approx(2 * 0.8 / 1.8)
-    assert scores["rougeL"][0] == pytest.approx(2 * (3 / 4) * (3 / 5) / (3 / 4 + 3 / 5))   # LCS: us s deficit
+    assert scores["rougeL"][0] == pytest.approx(2 * (3 / 4) * (3 / 5) / (3 / 4 + 3 / 5))  # LCS: us s deficit
 
 
 def test_corpus_score_is_the_mean_of_per_example_f1_times_100():

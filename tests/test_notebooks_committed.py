@@ -3,6 +3,7 @@
 A stripped notebook passes ``pytest --nbval`` without comparing anything; a cell with outputs but no
 execution count fails nbval with "Unrun reference cell has outputs". Both are caught here first.
 """
+
 import json
 from pathlib import Path
 
@@ -28,8 +29,12 @@ def test_notebook_is_committed_executed(path):
     assert any(c.get("outputs") for c in run_cells), f"{path.name} is committed without outputs"
     with_outputs_unnumbered = [c for c in code_cells if c.get("outputs") and c.get("execution_count") is None]
     assert not with_outputs_unnumbered, f"{path.name}: outputs without execution counts (nbval fails them)"
-    errors = [o for c in code_cells for o in c.get("outputs", []) if o.get("output_type") == "error"
-              and "NBVAL_RAISES_EXCEPTION" not in "".join(c["source"])]
+    errors = [
+        o
+        for c in code_cells
+        for o in c.get("outputs", [])
+        if o.get("output_type") == "error" and "NBVAL_RAISES_EXCEPTION" not in "".join(c["source"])
+    ]
     assert not errors, f"{path.name} stores error output(s)"
 
 
@@ -57,15 +62,26 @@ def unrecognised_markers(source: str) -> list[str]:
 def test_our_marker_set_is_nbvals():
     from nbval.plugin import comment_markers
 
-    assert {k for k in comment_markers if "NBVAL" in k} == NBVAL_MARKERS, \
+    assert {k for k in comment_markers if "NBVAL" in k} == NBVAL_MARKERS, (
         "nbval's markers changed: update NBVAL_MARKERS and unrecognised_markers to its new rule"
+    )
 
 
-@pytest.mark.parametrize("line", [
-    "# NBVAL_IGNORE_OUTPUT", "#NBVAL_SKIP", "## NBVAL_RAISES_EXCEPTION", "   # NBVAL_CHECK_OUTPUT  ",
-    "# NBVAL_IGNORE_OUTPUT  (what it shows depends on your runs)", "x = f()  # NBVAL_SKIP", "# nbval_skip",
-    "# NBVAL_IGNORE_OUTPUTS", "# NBVAL_IGNORE_OUTPUT: timings", "# NBVAL IGNORE OUTPUT",
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "# NBVAL_IGNORE_OUTPUT",
+        "#NBVAL_SKIP",
+        "## NBVAL_RAISES_EXCEPTION",
+        "   # NBVAL_CHECK_OUTPUT  ",
+        "# NBVAL_IGNORE_OUTPUT  (what it shows depends on your runs)",
+        "x = f()  # NBVAL_SKIP",
+        "# nbval_skip",
+        "# NBVAL_IGNORE_OUTPUTS",
+        "# NBVAL_IGNORE_OUTPUT: timings",
+        "# NBVAL IGNORE OUTPUT",
+    ],
+)
 def test_the_marker_rule_agrees_with_nbval(line):
     from nbval.plugin import find_comment_markers
 
@@ -80,7 +96,13 @@ def test_prose_that_names_nbval_is_not_a_marker():
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_every_nbval_marker_is_one_nbval_recognises(path):
     notebook = json.loads(path.read_text())
-    bad = [(index, line.strip()) for index, cell in enumerate(notebook["cells"]) if cell["cell_type"] == "code"
-           for line in unrecognised_markers("".join(cell["source"]))]
-    assert not bad, (f"{path.name}: nbval ignores these marker comments (cell index, line): {bad}. A marker must be "
-                     "the whole comment line, e.g. `# NBVAL_IGNORE_OUTPUT`; put the explanation on the next line")
+    bad = [
+        (index, line.strip())
+        for index, cell in enumerate(notebook["cells"])
+        if cell["cell_type"] == "code"
+        for line in unrecognised_markers("".join(cell["source"]))
+    ]
+    assert not bad, (
+        f"{path.name}: nbval ignores these marker comments (cell index, line): {bad}. A marker must be "
+        "the whole comment line, e.g. `# NBVAL_IGNORE_OUTPUT`; put the explanation on the next line"
+    )

@@ -10,6 +10,7 @@
 The Hugging Face libraries read ``HF_HOME`` and ``HF_HUB_OFFLINE`` when they are imported, so everything that
 touches the miniature sources runs in a child process with the rehearsal's environment.
 """
+
 from __future__ import annotations
 
 import json
@@ -26,7 +27,7 @@ import pytest
 from b2t_lib.presets import REHEARSAL_SIZES, REHEARSAL_THREADS, rehearsal_sizes
 from b2t_lib.scale import REHEARSAL_GPUS, ScaleError, cuda_devices, get_scale, rehearsal
 from b2t_lib.train import TrainConfig
-from b2t_lib.train.tasks import task_names
+from b2t_lib.train.registry import task_names
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -45,10 +46,10 @@ def test_the_switch_lets_small_and_full_run_on_a_cpu_and_refuses_a_bad_value(mon
     assert not rehearsal()
     monkeypatch.setenv("B2T_SCALE", "small")
     monkeypatch.setenv("B2T_REHEARSAL", "1")
-    assert rehearsal() and get_scale() == "small"          # no CUDA needed
+    assert rehearsal() and get_scale() == "small"  # no CUDA needed
     import torch
 
-    if not torch.cuda.is_available():                      # CPU processes stand in for GPUs
+    if not torch.cuda.is_available():  # CPU processes stand in for GPUs
         assert cuda_devices() == [str(i) for i in range(REHEARSAL_GPUS)]
     monkeypatch.setenv("B2T_REHEARSAL", "maybe")
     with pytest.raises(ScaleError, match="B2T_REHEARSAL='maybe' is not understood"):
@@ -64,10 +65,22 @@ def test_a_rehearsal_preset_differs_from_the_real_one_only_in_the_shrink_rule(ta
     rehearsed = TrainConfig.from_preset(task, scale).to_dict()
     changed = {k for k in real if real[k] != rehearsed[k]}
     assert changed <= shrink_fields(task), sorted(changed - shrink_fields(task))
-    assert {"d_model", "max_update", "max_tokens"} <= changed                     # it does shrink
-    for name in ("encoder_layers", "decoder_layers", "variant", "beam", "lenpen", "average_last", "keep_last",
-                 "save_interval_epochs", "data", "stall_margin", "stall_deadline", "lr"):
-        assert rehearsed[name] == real[name], name                                 # what stays as at the scale
+    assert {"d_model", "max_update", "max_tokens"} <= changed  # it does shrink
+    for name in (
+        "encoder_layers",
+        "decoder_layers",
+        "variant",
+        "beam",
+        "lenpen",
+        "average_last",
+        "keep_last",
+        "save_interval_epochs",
+        "data",
+        "stall_margin",
+        "stall_deadline",
+        "lr",
+    ):
+        assert rehearsed[name] == real[name], name  # what stays as at the scale
     assert rehearsed["threads"] == REHEARSAL_THREADS
     for name, cap in {**REHEARSAL_SIZES["*"], **REHEARSAL_SIZES.get(task, {})}.items():
         if name in real and not isinstance(cap, tuple):
@@ -75,20 +88,30 @@ def test_a_rehearsal_preset_differs_from_the_real_one_only_in_the_shrink_rule(ta
 
 
 def test_the_rule_reaches_explicit_options_is_idempotent_and_leaves_tiny_alone(rehearsing):
-    cfg = TrainConfig.from_preset("mt", "full", "deep100", variant="b2t", encoder_layers=100, decoder_layers=100,
-                                  max_update=2000, save_interval=0, d_model=8, n_heads=1)
-    assert (cfg.max_update, cfg.save_interval, cfg.model.d_model, cfg.model.n_heads) == (8, 0, 8, 1)    # caps
+    cfg = TrainConfig.from_preset(
+        "mt",
+        "full",
+        "deep100",
+        variant="b2t",
+        encoder_layers=100,
+        decoder_layers=100,
+        max_update=2000,
+        save_interval=0,
+        d_model=8,
+        n_heads=1,
+    )
+    assert (cfg.max_update, cfg.save_interval, cfg.model.d_model, cfg.model.n_heads) == (8, 0, 8, 1)  # caps
     assert cfg.model.encoder_layers == 100 and cfg.recipe == "deep100" and cfg.model.init_scale == 0.1
     values = cfg.to_dict()
-    assert rehearsal_sizes(values) == values                                       # applying it twice
-    assert TrainConfig.from_dict(values).to_dict() == values                       # a stored config round-trips
-    assert cfg.replace(max_update=5000).max_update == 8                           # replace() goes through it too
+    assert rehearsal_sizes(values) == values  # applying it twice
+    assert TrainConfig.from_dict(values).to_dict() == values  # a stored config round-trips
+    assert cfg.replace(max_update=5000).max_update == 8  # replace() goes through it too
     tiny = TrainConfig.from_preset("mt", "tiny")
-    assert tiny.model.d_model == 64 and tiny.max_update == 1000                    # tiny is never shrunk
+    assert tiny.model.d_model == 64 and tiny.max_update == 1000  # tiny is never shrunk
     from b2t_lib.cli import _config_file
     from b2t_lib.files import write_json_atomic
 
-    with tempfile.TemporaryDirectory() as folder:   # a detached run's config file gives this config back exactly
+    with tempfile.TemporaryDirectory() as folder:  # a detached run's config file gives this config back exactly
         write_json_atomic(Path(folder) / "config.json", values)
         assert _config_file(["--config", str(Path(folder) / "config.json")])[1].to_dict() == values
     lm = TrainConfig.from_preset("lm", "full")
@@ -100,16 +123,26 @@ def test_the_rule_reaches_explicit_options_is_idempotent_and_leaves_tiny_alone(r
 def hf_home(tmp_path_factory):
     """The miniature sources, built once for this module (about 10 s)."""
     home = tmp_path_factory.mktemp("hf")
-    subprocess.run([sys.executable, "-m", "b2t_lib.data.miniature", str(home)], check=True, cwd=ROOT,
-                   capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "b2t_lib.data.miniature", str(home)], check=True, cwd=ROOT, capture_output=True
+    )
     return home
 
 
 def run_rehearsed(code: str, hf_home: Path, cwd: Path, timeout: int = 600) -> subprocess.CompletedProcess:
-    env = dict(os.environ, B2T_REHEARSAL="1", HF_HOME=str(hf_home), HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1",
-               B2T_RUNS=str(cwd / "runs"), PYTHONPATH=str(ROOT), TQDM_DISABLE="1")
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=cwd, env=env, text=True,
-                          capture_output=True, timeout=timeout)
+    env = dict(
+        os.environ,
+        B2T_REHEARSAL="1",
+        HF_HOME=str(hf_home),
+        HF_HUB_OFFLINE="1",
+        HF_DATASETS_OFFLINE="1",
+        B2T_RUNS=str(cwd / "runs"),
+        PYTHONPATH=str(ROOT),
+        TQDM_DISABLE="1",
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], cwd=cwd, env=env, text=True, capture_output=True, timeout=timeout
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return done
 
@@ -118,11 +151,12 @@ def run_rehearsed(code: str, hf_home: Path, cwd: Path, timeout: int = 600) -> su
 def test_every_task_prepares_its_real_data_from_the_miniature_sources(hf_home, tmp_path):
     """The real call a small/full run makes (``prepare_real`` with ``presets.DATA_PREPARATION``), through the Hub
     libraries' offline caches: what a GPU user's first run does after its download."""
-    done = run_rehearsed("""
+    done = run_rehearsed(
+        """
         import json
         from pathlib import Path
         from b2t_lib.train import TrainConfig
-        from b2t_lib.train.tasks import build_task
+        from b2t_lib.train.registry import build_task
 
         out = {}
         if __name__ == "__main__":
@@ -131,20 +165,23 @@ def test_every_task_prepares_its_real_data_from_the_miniature_sources(hf_home, t
                 path = build_task(TrainConfig.from_preset(task, scale, data=f"data/{task}_{scale}")).prepare_data()
                 out[f"{task}_{scale}"] = json.loads((path / "manifest.json").read_text())
             print(json.dumps(out))
-        """, hf_home, tmp_path)
+        """,
+        hf_home,
+        tmp_path,
+    )
     manifests = json.loads(done.stdout.strip().splitlines()[-1])
     from b2t_lib.presets import REHEARSAL_SOURCES
 
     mt = manifests["mt_full"]
     assert mt["test_splits"] == [f"newstest{y}" for y in range(2010, 2017)] and mt["params"]["bpe_merges"] == 32000
-    assert manifests["mt_small"]["params"]["max_pairs"] == 1_000_000                 # the small scale's subset option
+    assert manifests["mt_small"]["params"]["max_pairs"] == 1_000_000  # the small scale's subset option
     summ = manifests["summarization_small"]
-    assert summ["params"]["bpe_merges"] == 32000 and summ["tokenizer"] == "none"     # the paper's 32K merges
+    assert summ["params"]["bpe_merges"] == 32000 and summ["tokenizer"] == "none"  # the paper's 32K merges
     assert summ["stats"]["train"]["sentences"] == REHEARSAL_SOURCES["gigaword"]["train"]
     lm = manifests["lm_full"]
     assert lm["vocabulary"]["word_types"] + 1 == REHEARSAL_SOURCES["wikitext103"]["vocab"]
     asr = manifests["asr_small"]
-    assert asr["vocab_size"] == 10000 and asr["parts"]["train"] == ["train_clean_100"]   # SentencePiece's 10,000
+    assert asr["vocab_size"] == 10000 and asr["parts"]["train"] == ["train_clean_100"]  # SentencePiece's 10,000
     assert asr["valid_splits"] == ["dev_clean", "dev_other"] and asr["test_splits"] == ["test_clean", "test_other"]
 
 
@@ -152,7 +189,8 @@ def test_every_task_prepares_its_real_data_from_the_miniature_sources(hf_home, t
 def test_the_stall_path_at_small_on_the_detached_queue_and_at_full_through_torchrun(hf_home, tmp_path):
     """The rehearsal's runs end before the scale's stall deadline; with an explicit early deadline they are judged
     at small (a detached run on a stand-in GPU) and at full (torchrun over the two stand-ins, gloo)."""
-    done = run_rehearsed("""
+    done = run_rehearsed(
+        """
         import json
         from b2t_lib.train import TrainConfig
         from b2t_lib.runs import launch
@@ -164,19 +202,24 @@ def test_the_stall_path_at_small_on_the_detached_queue_and_at_full_through_torch
                 record = launch({"post_ln": cfg}, f"stall_{scale}", progress=False, poll_interval=0.5)["post_ln"]
                 print(json.dumps({"scale": scale, "status": record["status"], "world_size": record["world_size"],
                                   "verdict": record["stall_rule"]["verdict"], "at": record["stall_rule"]["judged_at"]}))
-        """, hf_home, tmp_path)
+        """,
+        hf_home,
+        tmp_path,
+    )
     lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    assert [(r["scale"], r["status"], r["verdict"], r["at"]) for r in lines] == \
-        [("small", "stalled", "stalled", 8), ("full", "stalled", "stalled", 8)]
+    assert [(r["scale"], r["status"], r["verdict"], r["at"]) for r in lines] == [
+        ("small", "stalled", "stalled", 8),
+        ("full", "stalled", "stalled", 8),
+    ]
     assert [r["world_size"] for r in lines] == [1, REHEARSAL_GPUS]
     record = tmp_path / "runs" / "stall_full" / "post_ln" / "launch.json"
-    for _ in range(120):              # the queue records the exit code when it reaps the process, just after the result
+    for _ in range(120):  # the queue records the exit code when it reaps the process, just after the result
         launched = json.loads(record.read_text())
         if launched["exit_code"] is not None:
             break
         time.sleep(0.25)
     assert "torch.distributed.run" in launched["command"] and launched["nproc"] == REHEARSAL_GPUS
-    assert launched["exit_code"] == 0      # a failed run is a result: torchrun must not report a crash (or restart)
+    assert launched["exit_code"] == 0  # a failed run is a result: torchrun must not report a crash (or restart)
     small = json.loads((tmp_path / "runs" / "stall_small" / "post_ln" / "launch.json").read_text())
-    assert small["exit_code"] in (None, 3)                                            # one process: "Training failed"
+    assert small["exit_code"] in (None, 3)  # one process: "Training failed"
     assert "ChildFailedError" not in (tmp_path / "runs" / "stall_full" / "post_ln" / "train.log").read_text()

@@ -1,4 +1,5 @@
 """The scale switch refuses what it cannot run, with a message that says what to do (moved here from chapter 00)."""
+
 import pytest
 import torch
 

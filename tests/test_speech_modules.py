@@ -1,4 +1,5 @@
 """The speech front end (Conv1dSubsampler, SpeechInput) and SpecAugment (b2t_lib.speech_input)."""
+
 from __future__ import annotations
 
 import math
@@ -10,8 +11,14 @@ from b2t_lib.config import ModelConfig
 from b2t_lib.embedding import SinusoidalPositions
 from b2t_lib.generate import beam_search, greedy_search
 from b2t_lib.model import EncoderDecoder
-from b2t_lib.speech_input import (Conv1dSubsampler, SpecAugment, SpeechInput, SpeechSource, lengths_to_padding_mask,
-                            subsampled_lengths)
+from b2t_lib.speech_input import (
+    Conv1dSubsampler,
+    SpecAugment,
+    SpeechInput,
+    SpeechSource,
+    lengths_to_padding_mask,
+    subsampled_lengths,
+)
 
 
 def batch(lengths, dims=80, seed=0):
@@ -30,7 +37,7 @@ def test_subsampled_lengths_follow_the_formula_and_the_convolutions():
     for n in (1, 2, 3, 4, 5, 6, 7, 8, 9, 100, 101, 3000):
         x, out = subsampler(torch.randn(1, n, 80), torch.tensor([n]))
         assert x.shape == (1, expected[n - 1] if n < 60 else math.ceil(math.ceil(n / 2) / 2), 16)
-        assert out.tolist() == [x.shape[1]]                       # every output position is real
+        assert out.tolist() == [x.shape[1]]  # every output position is real
 
 
 def test_speech_input_shapes_padding_mask_and_scaling():
@@ -53,13 +60,22 @@ def test_an_utterance_gives_the_same_output_alone_or_in_a_padded_batch():
     features, lengths = batch([90, 37, 11])
     x, mask = front(SpeechSource(features, lengths))
     for i, n in enumerate(lengths.tolist()):
-        alone, _ = front((features[i: i + 1, :n], lengths[i: i + 1]))
+        alone, _ = front((features[i : i + 1, :n], lengths[i : i + 1]))
         assert torch.allclose(x[i, : alone.shape[1]], alone[0], atol=1e-5)
 
 
 def test_speech_input_replaces_the_encoder_input_of_the_existing_model():
-    cfg = ModelConfig(vocab_size=40, d_model=32, n_heads=4, d_ff=64, encoder_layers=2, decoder_layers=2,
-                      share_embeddings=False, variant="b2t", dropout=0.0)
+    cfg = ModelConfig(
+        vocab_size=40,
+        d_model=32,
+        n_heads=4,
+        d_ff=64,
+        encoder_layers=2,
+        decoder_layers=2,
+        share_embeddings=False,
+        variant="b2t",
+        dropout=0.0,
+    )
     model = EncoderDecoder(cfg)
     model.encoder.input = SpeechInput(cfg.d_model, conv_channels=64, spec_augment=SpecAugment())
     model.encoder.embed_tokens = None
@@ -107,35 +123,35 @@ def test_spec_augment_is_off_in_evaluation():
 
 def test_spec_augment_policy_ld_masks_within_each_utterance():
     torch.manual_seed(0)
-    augment = SpecAugment().train()                       # ld: 2 x F=27 frequency, 2 x T=100 time, p=1
+    augment = SpecAugment().train()  # ld: 2 x F=27 frequency, 2 x T=100 time, p=1
     lengths = torch.tensor([400, 250, 60])
-    features = torch.randn(3, 400, 80) + 10.0             # nothing is 0 by chance
-    features[1, 250:] = 99.0                              # padding, must stay
+    features = torch.randn(3, 400, 80) + 10.0  # nothing is 0 by chance
+    features[1, 250:] = 99.0  # padding, must stay
     features[2, 60:] = 99.0
     for _ in range(50):
         out = augment(features, lengths)
         assert torch.all(out[1, 250:] == 99.0) and torch.all(out[2, 60:] == 99.0)
         changed = masked(features, out)
-        assert torch.all(out[changed] == 0.0)             # masked with 0 (the CMVN mean)
+        assert torch.all(out[changed] == 0.0)  # masked with 0 (the CMVN mean)
         for i, n in enumerate(lengths.tolist()):
-            columns = changed[i, :n].all(dim=0)           # frequency bins masked over the whole utterance
-            rows = changed[i, :n].all(dim=1)              # frames masked in every bin
-            assert torch.equal(changed[i, :n], columns[None, :] | rows[:, None])   # nothing else changed
-            assert columns.sum() <= 2 * 26                # two masks of width < 27
-            assert rows.sum() <= 2 * min(99, n - 1)       # two masks of width < min(100, p * frames)
+            columns = changed[i, :n].all(dim=0)  # frequency bins masked over the whole utterance
+            rows = changed[i, :n].all(dim=1)  # frames masked in every bin
+            assert torch.equal(changed[i, :n], columns[None, :] | rows[:, None])  # nothing else changed
+            assert columns.sum() <= 2 * 26  # two masks of width < 27
+            assert rows.sum() <= 2 * min(99, n - 1)  # two masks of width < min(100, p * frames)
 
 
 def test_spec_augment_mask_widths_span_their_range():
     torch.manual_seed(1)
     freq_only = SpecAugment(freq_masks=1, time_masks=0).train()
     time_only = SpecAugment(freq_masks=0, time_masks=1).train()
-    spectrum, one_frame = torch.ones(1, 1, 80), torch.tensor([1])         # small inputs: fast
+    spectrum, one_frame = torch.ones(1, 1, 80), torch.tensor([1])  # small inputs: fast
     track, frames = torch.ones(1, 500, 27), torch.tensor([500])
     freq_widths = [int(masked(spectrum, freq_only(spectrum, one_frame))[0].all(dim=0).sum()) for _ in range(300)]
     time_widths = [int(masked(track, time_only(track, frames))[0].all(dim=1).sum()) for _ in range(300)]
     assert 0 in freq_widths and max(freq_widths) == 26 and len(set(freq_widths)) > 20
     assert 0 in time_widths and 90 <= max(time_widths) <= 99
-    short = torch.ones(1, 12, 27)                         # p=1: a time mask is shorter than the utterance
+    short = torch.ones(1, 12, 27)  # p=1: a time mask is shorter than the utterance
     short_widths = [int(masked(short, time_only(short, torch.tensor([12])))[0].all(dim=1).sum()) for _ in range(150)]
     assert max(short_widths) == 11
 

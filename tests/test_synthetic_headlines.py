@@ -1,5 +1,6 @@
 """The synthetic headline task: deterministic, disjoint splits, the compression rule, Gigaword form,
 and trivial extractive baselines far below the tiny-scale target (so ROUGE measures learning)."""
+
 from __future__ import annotations
 
 import random
@@ -9,7 +10,12 @@ import pytest
 from b2t_lib.data import load_translation_split, prepare_synthetic_summarization, test_split_names
 from b2t_lib.data.synthetic import ADJECTIVES, DETERMINERS, _english_third_person
 from b2t_lib.data.synthetic_headlines import (
-    CONJUNCTIONS, HeadlineTask, Story, generate_headline_pairs, headline_splits, past_tense,
+    CONJUNCTIONS,
+    HeadlineTask,
+    Story,
+    generate_headline_pairs,
+    headline_splits,
+    past_tense,
 )
 from b2t_lib.metrics import corpus_rouge
 
@@ -33,8 +39,11 @@ def test_splits_are_disjoint_and_test_set_independent_of_train_size():
 
 def test_docstring_examples_are_real():
     test = headline_splits(n_train=0, n_valid=0, n_test=40, seed=0)["test"]
-    assert test[6] == ("on saturday , because my children ate without the brave man , my snakes cried from "
-                       "this goat , the report said .", "snakes cry from goat")
+    assert test[6] == (
+        "on saturday , because my children ate without the brave man , my snakes cried from "
+        "this goat , the report said .",
+        "snakes cry from goat",
+    )
     assert test[32] == ("this morning , # mothers laughed now , after the quiet cats ran .", "# mothers laugh")
 
 
@@ -59,7 +68,7 @@ def test_headline_is_the_main_clause_compressed():
         clause = story.sentence.clauses[0]
         assert len(words) == (story.count is not None) + 2 + bool(clause.obj) + 2 * bool(clause.preposition)
         verb_at = 2 if story.count is not None else 1
-        others = {w for i, w in enumerate(words) if i != verb_at}   # 'clean' is an adjective and a verb
+        others = {w for i, w in enumerate(words) if i != verb_at}  # 'clean' is an adjective and a verb
         assert not others & function_words and not others & set(ADJECTIVES)
         # The verb: present tense, agreeing with the subject, whatever the article's tense.
         assert words[verb_at] == (clause.verb if clause.subject.plural else _english_third_person(clause.verb))
@@ -80,7 +89,13 @@ def test_headline_is_the_main_clause_compressed():
 
 def test_past_tense_of_every_verb():
     assert [past_tense(v) for v in ("see", "carry", "like", "play", "jump", "travel")] == [
-        "saw", "carried", "liked", "played", "jumped", "traveled"]
+        "saw",
+        "carried",
+        "liked",
+        "played",
+        "jumped",
+        "traveled",
+    ]
 
 
 def test_trivial_baselines_stay_far_below_the_target():
@@ -106,5 +121,5 @@ def test_prepare_synthetic_summarization_is_deterministic_and_gigaword_shaped(tm
     assert test.tokenizer == "none" and len(test) == 30
     assert test.references() == [h for _, h in headline_splits(n_train=600, n_valid=30, n_test=30, seed=5)["test"]]
     assert all(test.decode(test.tgt[i]) == test.references()[i] for i in range(len(test)))
-    assert len(load_translation_split(a, "train")) == 600              # no pair filtered
-    assert "@@" in test.dictionary.string(test.src[0].tolist())        # BPE splits words
+    assert len(load_translation_split(a, "train")) == 600  # no pair filtered
+    assert "@@" in test.dictionary.string(test.src[0].tolist())  # BPE splits words

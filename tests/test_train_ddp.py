@@ -1,5 +1,6 @@
 """Two gloo processes on the CPU end with the same parameters as one process that accumulates the
 same total batch (update_freq 2): the distributed path is the single-process path plus an all-reduce."""
+
 import pytest
 import torch
 
@@ -14,17 +15,37 @@ UPDATES = 6
 
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory):
-    return prepare_synthetic_mt(tmp_path_factory.mktemp("data") / "synthetic", n_train=200, n_valid=20,
-                                n_test=20, bpe_vocab_size=300, workers=1)
+    return prepare_synthetic_mt(
+        tmp_path_factory.mktemp("data") / "synthetic", n_train=200, n_valid=20, n_test=20, bpe_vocab_size=300, workers=1
+    )
 
 
 def config(data_dir, save_dir, update_freq):
     # No dropout: two processes draw different dropout masks than one process would.
     return TrainConfig.from_preset(
-        "mt", "tiny", data=str(data_dir), save_dir=str(save_dir), d_model=32, n_heads=2, d_ff=64,
-        encoder_layers=1, decoder_layers=1, max_tokens=256, update_freq=update_freq, dropout=0.0,
-        max_update=UPDATES, warmup_updates=2, lr=5e-3, threads=1, progress_bar=False,
-        eval_at_end=False, log_interval=1, valid_interval=UPDATES, save_interval=UPDATES, device="cpu")
+        "mt",
+        "tiny",
+        data=str(data_dir),
+        save_dir=str(save_dir),
+        d_model=32,
+        n_heads=2,
+        d_ff=64,
+        encoder_layers=1,
+        decoder_layers=1,
+        max_tokens=256,
+        update_freq=update_freq,
+        dropout=0.0,
+        max_update=UPDATES,
+        warmup_updates=2,
+        lr=5e-3,
+        threads=1,
+        progress_bar=False,
+        eval_at_end=False,
+        log_interval=1,
+        valid_interval=UPDATES,
+        save_interval=UPDATES,
+        device="cpu",
+    )
 
 
 def test_two_gloo_processes_match_one_process_with_the_same_total_batch(data_dir, tmp_path):

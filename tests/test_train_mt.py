@@ -1,5 +1,6 @@
 """Machine translation end to end on the synthetic pair: train, average checkpoints, beam-search,
 detokenize, SacreBLEU; the result record and the Table-1 layout built from it."""
+
 import json
 
 import pytest
@@ -7,26 +8,54 @@ import sacrebleu
 
 from b2t_lib.data import load_translation_split, prepare_synthetic_mt
 from b2t_lib.paper_tables import collect_mt_results, render_table
-from b2t_lib.train import (TrainConfig, Trainer, average_checkpoints, evaluate_run, list_checkpoints,
-                           load_checkpoint, read_log)
+from b2t_lib.train import (
+    TrainConfig,
+    Trainer,
+    average_checkpoints,
+    evaluate_run,
+    list_checkpoints,
+    load_checkpoint,
+    read_log,
+)
 
 pytestmark = pytest.mark.slow  # trains a model
 
 
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory):
-    return prepare_synthetic_mt(tmp_path_factory.mktemp("data") / "synthetic", n_train=200, n_valid=20,
-                                n_test=20, bpe_vocab_size=300, workers=1)
+    return prepare_synthetic_mt(
+        tmp_path_factory.mktemp("data") / "synthetic", n_train=200, n_valid=20, n_test=20, bpe_vocab_size=300, workers=1
+    )
 
 
 @pytest.fixture(scope="module")
 def trained(data_dir, tmp_path_factory):
     save_dir = tmp_path_factory.mktemp("run") / "b2t"
     cfg = TrainConfig.from_preset(
-        "mt", "tiny", data=str(data_dir), save_dir=str(save_dir), variant="b2t", d_model=32, n_heads=2,
-        d_ff=64, encoder_layers=1, decoder_layers=2, max_tokens=512, max_update=24, warmup_updates=4,
-        lr=5e-3, threads=1, progress_bar=False, log_interval=4, valid_interval=8, save_interval=8,
-        keep_last=3, average_last=2, beam=2, max_len_b=5)
+        "mt",
+        "tiny",
+        data=str(data_dir),
+        save_dir=str(save_dir),
+        variant="b2t",
+        d_model=32,
+        n_heads=2,
+        d_ff=64,
+        encoder_layers=1,
+        decoder_layers=2,
+        max_tokens=512,
+        max_update=24,
+        warmup_updates=4,
+        lr=5e-3,
+        threads=1,
+        progress_bar=False,
+        log_interval=4,
+        valid_interval=8,
+        save_interval=8,
+        keep_last=3,
+        average_last=2,
+        beam=2,
+        max_len_b=5,
+    )
     return save_dir, Trainer(cfg).train()
 
 
@@ -51,6 +80,7 @@ def test_bleu_is_sacrebleu_of_the_detokenized_beam_output(trained, data_dir):
     from b2t_lib.generate import beam_search
     from b2t_lib.train import build_task
     from b2t_lib.train.options import TrainConfig as C
+
     cfg = C.from_dict(record["config"])
     task = build_task(cfg)
     task.load_datasets()
@@ -80,8 +110,9 @@ def test_table1_layout_shows_our_row_beside_the_papers(trained, tmp_path):
     save_dir, record = trained
     failed = tmp_path / "failed" / "result.json"
     failed.parent.mkdir()
-    failed.write_text(json.dumps({"status": "diverged", "variant": "post_ln",
-                                  "config": {"encoder_layers": 1, "decoder_layers": 2}}))
+    failed.write_text(
+        json.dumps({"status": "diverged", "variant": "post_ln", "config": {"encoder_layers": 1, "decoder_layers": 2}})
+    )
     ours = collect_mt_results([save_dir, failed.parent, tmp_path / "missing"])
     assert ours["1L-2L"]["post_ln"].kind == "diverged"
     assert ours["1L-2L"]["b2t"][-1] == record["metrics"]["bleu_avg"]
@@ -93,44 +124,82 @@ def test_run_many_with_two_workers_gives_what_one_worker_gives(data_dir, tmp_pat
     from b2t_lib.runs.sweep import run_many
 
     def configs(folder):
-        return [TrainConfig.from_preset("mt", "tiny", data=str(data_dir), save_dir=str(tmp_path / folder / v),
-                                        variant=v, d_model=16, n_heads=2, d_ff=32, encoder_layers=1,
-                                        decoder_layers=1, max_tokens=256, max_update=4, warmup_updates=2,
-                                        threads=1, progress_bar=False, eval_at_end=False, log_interval=1,
-                                        valid_interval=4, save_interval=4, keep_last=1)
-                for v in ("post_ln", "b2t")]
+        return [
+            TrainConfig.from_preset(
+                "mt",
+                "tiny",
+                data=str(data_dir),
+                save_dir=str(tmp_path / folder / v),
+                variant=v,
+                d_model=16,
+                n_heads=2,
+                d_ff=32,
+                encoder_layers=1,
+                decoder_layers=1,
+                max_tokens=256,
+                max_update=4,
+                warmup_updates=2,
+                threads=1,
+                progress_bar=False,
+                eval_at_end=False,
+                log_interval=1,
+                valid_interval=4,
+                save_interval=4,
+                keep_last=1,
+            )
+            for v in ("post_ln", "b2t")
+        ]
 
-    parallel = run_many(configs("parallel"), workers=2)      # two spawned processes
-    serial = run_many(configs("serial"), workers=1)          # one after the other, in this process
-    assert [r["variant"] for r in parallel] == ["post_ln", "b2t"]   # results in the order of the configs
+    parallel = run_many(configs("parallel"), workers=2)  # two spawned processes
+    serial = run_many(configs("serial"), workers=1)  # one after the other, in this process
+    assert [r["variant"] for r in parallel] == ["post_ln", "b2t"]  # results in the order of the configs
     for p, s in zip(parallel, serial):
         assert p["status"] == s["status"] == "completed"
         assert p["metrics"]["valid_nll"] == s["metrics"]["valid_nll"]
-    for v in ("post_ln", "b2t"):   # the same trajectory (only the measured speed differs)
-        losses = [[(e["loss"], e["gnorm"]) for e in read_log(tmp_path / folder / v, "train")]
-                  for folder in ("parallel", "serial")]
+    for v in ("post_ln", "b2t"):  # the same trajectory (only the measured speed differs)
+        losses = [
+            [(e["loss"], e["gnorm"]) for e in read_log(tmp_path / folder / v, "train")]
+            for folder in ("parallel", "serial")
+        ]
         assert losses[0] == losses[1] and len(losses[0]) == 4
 
 
 def test_saving_by_epoch_numbers_epoch_ends_and_averages_only_them(data_dir, tmp_path):
     """The full preset's recipe (docs/methods.md §1.8): a checkpoint at every epoch end, the final mid-epoch
     state in checkpoint_last.pt only, and decoding averages the last epoch checkpoints."""
+
     def config(**extra):
-        values = dict(data=str(data_dir), save_dir=str(tmp_path / "run"), d_model=16, n_heads=2, d_ff=32,
-                      encoder_layers=1, decoder_layers=1, max_tokens=256, warmup_updates=2, threads=1,
-                      progress_bar=False, eval_at_end=False, log_interval=1, valid_interval=1000,
-                      save_interval=0, save_interval_epochs=1, keep_last=10, average_last=2)
+        values = dict(
+            data=str(data_dir),
+            save_dir=str(tmp_path / "run"),
+            d_model=16,
+            n_heads=2,
+            d_ff=32,
+            encoder_layers=1,
+            decoder_layers=1,
+            max_tokens=256,
+            warmup_updates=2,
+            threads=1,
+            progress_bar=False,
+            eval_at_end=False,
+            log_interval=1,
+            valid_interval=1000,
+            save_interval=0,
+            save_interval_epochs=1,
+            keep_last=10,
+            average_last=2,
+        )
         return TrainConfig.from_preset("mt", "tiny", **{**values, **extra})
 
     probe = Trainer(config(max_update=1))
-    per_epoch = len(probe.task.train_batches(0, 0, 1))       # updates per epoch (update_freq 1)
-    max_update = 2 * per_epoch + per_epoch // 2               # two epochs and a half
+    per_epoch = len(probe.task.train_batches(0, 0, 1))  # updates per epoch (update_freq 1)
+    max_update = 2 * per_epoch + per_epoch // 2  # two epochs and a half
     record = Trainer(config(max_update=max_update)).train()
     run = tmp_path / "run"
     assert [int(p.stem.split("_")[1]) for p in list_checkpoints(run)] == [per_epoch, 2 * per_epoch]
     last = load_checkpoint(run / "checkpoint_last.pt")["trainer"]
     assert last["num_updates"] == max_update and last["epoch"] == 2
-    assert load_checkpoint(run / f"checkpoint_{per_epoch}.pt")["trainer"]["epoch"] == 1   # the next epoch's start
+    assert load_checkpoint(run / f"checkpoint_{per_epoch}.pt")["trainer"]["epoch"] == 1  # the next epoch's start
     assert record["status"] == "completed"
     result = evaluate_run(run, device="cpu", beam=1, max_len_b=3, write=False)
     assert result["averaged_checkpoints"] == [f"checkpoint_{per_epoch}.pt", f"checkpoint_{2 * per_epoch}.pt"]

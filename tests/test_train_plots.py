@@ -1,4 +1,5 @@
 """Figures 1 and 6 are drawn from run logs; a failed run is marked, not dropped."""
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -22,7 +23,7 @@ def test_figure1_draws_every_run_and_marks_the_failed_one():
     labels = [line.get_label() for line in ax.get_lines() if not line.get_label().startswith("_")]
     assert labels == ["Pre-LN", "Post-LN (training failed)", "B2T connection"]
     post = next(line for line in ax.get_lines() if line.get_label().startswith("Post-LN"))
-    assert post.get_linestyle() == "--" and list(post.get_ydata()) == [9.0, 9.5, 20.0]   # NaN drawn at the clip
+    assert post.get_linestyle() == "--" and list(post.get_ydata()) == [9.0, 9.5, 20.0]  # NaN drawn at the clip
     assert post.get_color() == variant_color("post_ln")
 
 
@@ -30,9 +31,11 @@ def test_figure6_uses_the_validation_entries_only():
     fig = plot_valid_nll(_logs())
     lines = {line.get_label(): list(line.get_ydata()) for line in fig.axes[0].get_lines()}
     assert lines == {"Pre-LN": [3.5], "B2T connection": [3.0]}
-    stalled = plot_valid_nll(_logs(), {"pre_ln": "stalled", "b2t": "completed"})   # a stalled run failed too
+    stalled = plot_valid_nll(_logs(), {"pre_ln": "stalled", "b2t": "completed"})  # a stalled run failed too
     assert [line.get_label() for line in stalled.axes[0].get_lines() if not line.get_label().startswith("_")] == [
-        "Pre-LN (training failed)", "B2T connection"]
+        "Pre-LN (training failed)",
+        "B2T connection",
+    ]
 
 
 def test_training_curves_put_one_depth_per_panel_and_mark_diverged_runs():
@@ -52,7 +55,7 @@ def test_training_curves_put_one_depth_per_panel_and_mark_diverged_runs():
     low, high = deep.get_ylim()
     assert low < 6.0 and 10.0 < high < 100.0, "the y-range is that of the runs that did not diverge"
     cross = [line for line in deep.get_lines() if line.get_marker() == "x"]
-    assert len(cross) == 1 and list(cross[0].get_xdata()) == [3]   # where the diverged run ended
+    assert len(cross) == 1 and list(cross[0].get_xdata()) == [3]  # where the diverged run ended
     assert cross[0].get_color() == variant_color("post_ln")
     try:
         plot_training_curves([])

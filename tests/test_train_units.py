@@ -1,4 +1,5 @@
 """Unit tests of the trainer's parts: loss, learning-rate schedules, divergence monitor, checkpoints."""
+
 import math
 
 import pytest
@@ -6,16 +7,23 @@ import torch
 import torch.nn.functional as F
 
 from b2t_lib.special_tokens import PAD
-from b2t_lib.train import (CheckpointMismatch, DivergenceMonitor, LRSchedule, average_checkpoints,
-                           label_smoothed_nll_loss, list_checkpoints, load_checkpoint)
+from b2t_lib.train import (
+    CheckpointMismatch,
+    DivergenceMonitor,
+    LRSchedule,
+    average_checkpoints,
+    label_smoothed_nll_loss,
+    list_checkpoints,
+    load_checkpoint,
+)
 from b2t_lib.train.checkpoint import check_compatible, save_checkpoint
 from b2t_lib.train.mt_task import lenpen_for
 
 
 def _logits_and_target():
     g = torch.Generator().manual_seed(0)
-    logits = torch.randn(3, 5, 11, generator=g)               # (B, T, V)
-    target = torch.randint(4, 11, (3, 5), generator=g)        # (B, T)
+    logits = torch.randn(3, 5, 11, generator=g)  # (B, T, V)
+    target = torch.randint(4, 11, (3, 5), generator=g)  # (B, T)
     target[0, 3:] = PAD
     target[2, 1:] = PAD
     return logits, target
@@ -53,14 +61,14 @@ def test_inverse_sqrt_warms_up_linearly_then_decays_as_one_over_sqrt_t():
     assert s.lr_at(0) == pytest.approx(1e-7)
     assert s.lr_at(2000) == pytest.approx((1e-7 + 1e-3) / 2, rel=1e-6)
     assert s.lr_at(4000) == pytest.approx(1e-3)
-    assert s.lr_at(16000) == pytest.approx(0.5e-3)           # sqrt(4000 / 16000) = 1/2
+    assert s.lr_at(16000) == pytest.approx(0.5e-3)  # sqrt(4000 / 16000) = 1/2
     assert s.step(16000) == opt.param_groups[0]["lr"]
 
 
 def test_inverse_sqrt_nowarmup_is_tfixups_schedule():
     opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.0)
     s = LRSchedule(opt, "inverse_sqrt_nowarmup", lr=5e-4, decay_period=4000)
-    assert s.lr_at(0) == pytest.approx(5e-4)                   # no warmup: the peak at once
+    assert s.lr_at(0) == pytest.approx(5e-4)  # no warmup: the peak at once
     assert s.lr_at(12000) == pytest.approx(5e-4 * math.sqrt(4000 / 16000))
     with pytest.raises(ValueError, match="unknown lr scheduler"):
         LRSchedule(opt, "cosine", lr=1e-3)
@@ -76,7 +84,7 @@ def test_divergence_monitor_flags_non_finite_and_persistently_high_loss():
     assert flags[:4] == [None] * 4 and "stayed above 1.5" in flags[4]
     m2 = DivergenceMonitor(factor=1.5, patience=5, warmup=2, alpha=1.0)
     for t, loss in enumerate([4.0, 4.0, 7.0, 7.0, 3.0, 7.0, 7.0, 7.0], start=1):
-        assert m2.update(t, loss, 1.0) is None                 # a dip resets the count
+        assert m2.update(t, loss, 1.0) is None  # a dip resets the count
     m3 = DivergenceMonitor()
     m3.load_state_dict(m2.state_dict())
     assert m3.state_dict() == m2.state_dict()
@@ -90,12 +98,12 @@ def test_checkpoints_keep_last_n_and_best_and_average(tmp_path):
     for update, value, best in [(10, 1.0, True), (20, 2.0, False), (30, 4.0, False)]:
         save_checkpoint(_state(value, update), tmp_path, update, keep_last=2, is_best=best)
     assert [p.name for p in list_checkpoints(tmp_path)] == ["checkpoint_20.pt", "checkpoint_30.pt"]
-    assert load_checkpoint(tmp_path / "checkpoint_best.pt")["update"] == 10   # kept after pruning
+    assert load_checkpoint(tmp_path / "checkpoint_best.pt")["update"] == 10  # kept after pruning
     assert load_checkpoint(tmp_path / "checkpoint_last.pt")["update"] == 30
     assert not list(tmp_path.glob("*.tmp"))
     avg = average_checkpoints(list_checkpoints(tmp_path))
     assert torch.allclose(avg["w"], torch.full((2, 2), 3.0)) and avg["w"].dtype == torch.float32
-    assert int(avg["steps"]) == 30                                             # integers: from the last
+    assert int(avg["steps"]) == 30  # integers: from the last
 
 
 def test_unreadable_checkpoint_and_config_differences_are_named(tmp_path):
@@ -104,8 +112,11 @@ def test_unreadable_checkpoint_and_config_differences_are_named(tmp_path):
     with pytest.raises(CheckpointMismatch, match="not a readable checkpoint"):
         load_checkpoint(bad)
     with pytest.raises(CheckpointMismatch) as err:
-        check_compatible({"encoder_layers": 6, "lr": 1e-3, "max_update": 10},
-                         {"encoder_layers": 18, "lr": 1e-3, "max_update": 20}, frozenset({"max_update"}))
+        check_compatible(
+            {"encoder_layers": 6, "lr": 1e-3, "max_update": 10},
+            {"encoder_layers": 18, "lr": 1e-3, "max_update": 20},
+            frozenset({"max_update"}),
+        )
     assert "--encoder-layers: checkpoint has 6, this run asks for 18" in str(err.value)
     assert "max-update" not in str(err.value)
 

@@ -15,6 +15,7 @@ own module and only overrides the :class:`~b2t_lib.variants.Variant` hooks it ne
 variants pay nothing for them. DLCL and RealFormer derive from Post-LN; T-Fixup shares B2T w/o LN's
 LayerNorm-free residual loop (:func:`b2t_lib.variants.residual_sublayers`).
 """
+
 from . import admin, deepnet, dlcl, realformer, tfixup  # noqa: F401  (each module registers its variant)
 from .admin import Admin, AdminProfiler, ShortcutWeights
 from .deepnet import DeepNet, deepnet_constants
@@ -25,7 +26,18 @@ from .tfixup import TFixup, tfixup_embedding_factor, tfixup_layer_factor
 BASELINES = ("dlcl", "admin", "tfixup", "realformer", "deepnet")  # Table 1's order
 
 __all__ = [
-    "BASELINES", "Admin", "AdminProfiler", "ShortcutWeights", "DeepNet", "deepnet_constants", "DLCL", "combine",
-    "dlcl_average_weights", "RealFormer", "RealFormerAttention", "TFixup", "tfixup_embedding_factor",
+    "BASELINES",
+    "Admin",
+    "AdminProfiler",
+    "ShortcutWeights",
+    "DeepNet",
+    "deepnet_constants",
+    "DLCL",
+    "combine",
+    "dlcl_average_weights",
+    "RealFormer",
+    "RealFormerAttention",
+    "TFixup",
+    "tfixup_embedding_factor",
     "tfixup_layer_factor",
 ]

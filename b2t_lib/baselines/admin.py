@@ -31,6 +31,7 @@ How it runs here:
 * Parameter names: ``admin_shortcut_weights.{i}`` on each layer (no fairseq name is reused). They
   live in :class:`ShortcutWeights`, a parameter list that also holds the profiler during the pass.
 """
+
 from __future__ import annotations
 
 import logging
@@ -125,7 +126,12 @@ class Admin(Variant):
                     layer.admin_shortcut_weights.profiler = None
         for stack, profiler in profilers.items():
             stack.admin_profiled.fill_(True)
-            logger.info("admin: profiled %d %s shortcut weights, omega from %.3f to %.3f: %s",
-                        len(profiler.omegas), stack.stack.role, min(profiler.omegas), max(profiler.omegas),
-                        " ".join(f"{w:.3f}" for w in profiler.omegas))
+            logger.info(
+                "admin: profiled %d %s shortcut weights, omega from %.3f to %.3f: %s",
+                len(profiler.omegas),
+                stack.stack.role,
+                min(profiler.omegas),
+                max(profiler.omegas),
+                " ".join(f"{w:.3f}" for w in profiler.omegas),
+            )
         return True

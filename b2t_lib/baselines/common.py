@@ -4,6 +4,7 @@ A layer's attention modules are ``self_attn`` and, in an encoder-decoder's decod
 a language model's decoder layer has no ``encoder_attn``. The helpers below hide that difference.
 (The stacks of a model are listed by :func:`b2t_lib.model.model_stacks`.)
 """
+
 from __future__ import annotations
 
 import torch

@@ -30,6 +30,7 @@ Choices (documented in notebook 11 as well):
 * A decoder layer with cross-attention always uses the encoder-decoder decoder row; a standalone
   encoder stack without a decoder uses the encoder-only row.
 """
+
 from __future__ import annotations
 
 import torch

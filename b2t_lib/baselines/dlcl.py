@@ -24,6 +24,7 @@ over the stack (:meth:`~b2t_lib.variants.Variant.run_stack`).
 Parameter names: ``dlcl_weights`` and ``dlcl_layer_norms.{k-1}`` (for :math:`\mathrm{LN}_k`) on the
 encoder and decoder (no fairseq name is reused).
 """
+
 from __future__ import annotations
 
 import torch

@@ -24,6 +24,7 @@ Choices:
 * Computing :math:`S_l` explicitly replaces the fused attention kernel, so RealFormer runs slower
   than the other variants; the others are untouched.
 """
+
 from __future__ import annotations
 
 import math

@@ -28,6 +28,7 @@ Schedule: T-Fixup trains without warmup, :math:`\eta_t = \eta\sqrt{P/(P+t)}`; th
 ``--recipe tfixup`` sets ``--lr-scheduler inverse_sqrt_nowarmup`` (and T-Fixup's lr 5e-4,
 :math:`P = 4000`). The paper used T-Fixup's own hyper-parameters for T-Fixup only (Appendix A.1).
 """
+
 from __future__ import annotations
 
 import math
@@ -89,6 +90,7 @@ class TFixup(Variant):
                     raise ConfigError(
                         f"T-Fixup's initialization scales the token embedding matrix by (9N)^(-1/4); it is not "
                         f"defined for a {type(embedding).__name__} (band embeddings and projections). Use "
-                        f"--no-adaptive-input with --variant tfixup")
+                        f"--no-adaptive-input with --variant tfixup"
+                    )
                 embedding.weight.mul_(tfixup_embedding_factor(stack.stack.num_layers))
                 scaled.add(id(embedding))

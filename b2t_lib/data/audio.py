@@ -31,6 +31,7 @@ The chain, for one utterance:
 Features are stored as float16 (log energies are in roughly [-15, 30], where float16 keeps
 about 3 significant digits) and turned back to float32 before CMVN.
 """
+
 from __future__ import annotations
 
 import io
@@ -41,11 +42,11 @@ import soundfile as sf
 import torch
 import torchaudio
 
-SAMPLE_RATE = 16000          # Hz: LibriSpeech's rate; every other rate is resampled to it
+SAMPLE_RATE = 16000  # Hz: LibriSpeech's rate; every other rate is resampled to it
 NUM_MEL_BINS = 80
 FRAME_LENGTH_MS = 25.0
 FRAME_SHIFT_MS = 10.0
-INT16_SCALE = 2.0 ** 15      # soundfile's [-1, 1] floats -> the 16-bit integer range Kaldi expects
+INT16_SCALE = 2.0**15  # soundfile's [-1, 1] floats -> the 16-bit integer range Kaldi expects
 CMVN_VARIANCE_FLOOR = 1e-10
 
 
@@ -69,11 +70,15 @@ def read_audio(source: str | Path | bytes, *, name: str | None = None) -> tuple[
     if not isinstance(source, (bytes, bytearray)) and not Path(source).is_file():
         raise AudioError(f"audio file {label} does not exist")
     try:
-        data, rate = sf.read(io.BytesIO(source) if isinstance(source, (bytes, bytearray)) else str(source),
-                             dtype="float32", always_2d=True)
+        data, rate = sf.read(
+            io.BytesIO(source) if isinstance(source, (bytes, bytearray)) else str(source),
+            dtype="float32",
+            always_2d=True,
+        )
     except (sf.SoundFileError, RuntimeError, ValueError, TypeError) as error:
-        raise AudioError(f"cannot read audio file {label}: {error} (is it a WAV/FLAC/OGG file that "
-                         f"libsndfile supports?)") from error
+        raise AudioError(
+            f"cannot read audio file {label}: {error} (is it a WAV/FLAC/OGG file that libsndfile supports?)"
+        ) from error
     return data, int(rate)
 
 
@@ -85,7 +90,7 @@ def to_mono_16k(samples: np.ndarray, sample_rate: int, target_rate: int = SAMPLE
     """
     waveform = torch.as_tensor(np.asarray(samples, dtype=np.float32))
     if waveform.dim() == 2:
-        waveform = waveform.mean(dim=1)                                  # (num_samples,)
+        waveform = waveform.mean(dim=1)  # (num_samples,)
     if sample_rate != target_rate:
         if sample_rate <= 0:
             raise ValueError(f"sample rate must be positive, got {sample_rate}")
@@ -118,8 +123,13 @@ def fbank(waveform: torch.Tensor, sample_rate: int = SAMPLE_RATE) -> torch.Tenso
     if num_frames(len(waveform), sample_rate) == 0:
         return torch.zeros(0, NUM_MEL_BINS)
     return torchaudio.compliance.kaldi.fbank(
-        waveform[None] * INT16_SCALE, num_mel_bins=NUM_MEL_BINS, frame_length=FRAME_LENGTH_MS,
-        frame_shift=FRAME_SHIFT_MS, dither=0.0, sample_frequency=float(sample_rate))  # (frames, 80)
+        waveform[None] * INT16_SCALE,
+        num_mel_bins=NUM_MEL_BINS,
+        frame_length=FRAME_LENGTH_MS,
+        frame_shift=FRAME_SHIFT_MS,
+        dither=0.0,
+        sample_frequency=float(sample_rate),
+    )  # (frames, 80)
 
 
 def extract_features(source: str | Path | bytes, *, name: str | None = None) -> np.ndarray:
@@ -136,13 +146,13 @@ def utterance_cmvn(features: np.ndarray | torch.Tensor) -> torch.Tensor:
     """
     if torch.is_tensor(features):
         x = features.to(torch.float64)
-    else:   # a new float64 array: also makes a read-only memory map writable for torch
+    else:  # a new float64 array: also makes a read-only memory map writable for torch
         x = torch.from_numpy(np.array(features, dtype=np.float64))
     if x.dim() != 2:
         raise ValueError(f"features must be (frames, dims), got shape {tuple(x.shape)}")
     if len(x) == 0:
         return x.to(torch.float32)
-    mean = x.mean(dim=0)                                          # (dims,)
-    variance = (x * x).mean(dim=0) - mean * mean                  # E[x^2] - E[x]^2
+    mean = x.mean(dim=0)  # (dims,)
+    variance = (x * x).mean(dim=0) - mean * mean  # E[x^2] - E[x]^2
     std = torch.sqrt(torch.clamp(variance, min=CMVN_VARIANCE_FLOOR))
     return ((x - mean) / std).to(torch.float32)

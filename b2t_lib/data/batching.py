@@ -9,6 +9,7 @@ so little of that budget is padding. The order of the *batches* is then shuffled
 does not see all short sentences first. Ties in length are broken randomly, so the batches
 themselves also change from epoch to epoch, as in fairseq.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -18,9 +19,18 @@ class BatchSizeError(ValueError):
     """A single example does not fit into ``max_tokens``."""
 
 
-def token_batches(src_sizes: np.ndarray, tgt_sizes: np.ndarray, max_tokens: int, *, shuffle: bool = True,
-                  seed: int = 1, epoch: int = 0, rank: int = 0, world_size: int = 1,
-                  max_sentences: int | None = None) -> list[list[int]]:
+def token_batches(
+    src_sizes: np.ndarray,
+    tgt_sizes: np.ndarray,
+    max_tokens: int,
+    *,
+    shuffle: bool = True,
+    seed: int = 1,
+    epoch: int = 0,
+    rank: int = 0,
+    world_size: int = 1,
+    max_sentences: int | None = None,
+) -> list[list[int]]:
     """Example indices grouped into batches whose padded size obeys ``max_tokens``.
 
     Deterministic for the same arguments. With ``world_size > 1`` the batch list is padded, by
@@ -41,7 +51,8 @@ def token_batches(src_sizes: np.ndarray, tgt_sizes: np.ndarray, max_tokens: int,
         raise BatchSizeError(
             f"example {i} has {int(lengths[i])} tokens (source {int(src_sizes[i])}, target {int(tgt_sizes[i])}), "
             f"more than max_tokens={max_tokens}, and {len(too_long)} example(s) are that long: raise "
-            f"--max-tokens or filter long sentences out of the data")
+            f"--max-tokens or filter long sentences out of the data"
+        )
     rng = np.random.default_rng([seed, epoch])
     tie_breaker = rng.permutation(len(lengths)) if shuffle else np.arange(len(lengths))
     # np.lexsort sorts by the last key first: by padded length, then target length, then random.
@@ -56,7 +67,7 @@ def token_batches(src_sizes: np.ndarray, tgt_sizes: np.ndarray, max_tokens: int,
         # Lengths are non-decreasing in this order, so the batch's padded length is its last one.
         n = end - start
         if n > cap or n * sorted_lengths[end - 1] > max_tokens:
-            batches.append(order_list[start:end - 1])
+            batches.append(order_list[start : end - 1])
             start = end - 1
     batches.append(order_list[start:])
 

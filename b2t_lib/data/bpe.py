@@ -16,6 +16,7 @@ between equally frequent pairs are broken by the pair itself, so the merges are 
 every machine (HF ``tokenizers`` breaks ties by hash order and differs from run to run). The
 codes file is ``subword-nmt``'s (``#version: 0.2``).
 """
+
 from __future__ import annotations
 
 import heapq
@@ -41,8 +42,9 @@ def _merge_word(word: tuple[str, ...], first: str, second: str) -> tuple[str, ..
     return tuple(out)
 
 
-def learn_bpe(lines: Iterable[str], *, vocab_size: int | None = None, merges: int | None = None,
-              min_frequency: int = 2) -> list[tuple[str, str]]:
+def learn_bpe(
+    lines: Iterable[str], *, vocab_size: int | None = None, merges: int | None = None, min_frequency: int = 2
+) -> list[tuple[str, str]]:
     r"""Learn BPE merges from whitespace-tokenized ``lines`` (source and target together).
 
     Give exactly one of ``merges`` (the paper's 32000) or ``vocab_size``, the number of BPE
@@ -64,7 +66,7 @@ def learn_bpe(lines: Iterable[str], *, vocab_size: int | None = None, merges: in
     if merges is None:
         merges = max(vocab_size - len({s for w in words for s in w}), 0)
 
-    stats: Counter = Counter()                            # pair -> weighted count
+    stats: Counter = Counter()  # pair -> weighted count
     where: dict[tuple[str, str], set[int]] = defaultdict(set)  # pair -> words that may contain it
     for i, (word, freq) in enumerate(zip(words, freqs)):
         for pair in zip(word, word[1:]):
@@ -102,7 +104,7 @@ def learn_bpe(lines: Iterable[str], *, vocab_size: int | None = None, merges: in
             stats[p] += change
             if stats[p] <= 0:
                 del stats[p]
-            elif change > 0:                      # a count that grew needs a fresh heap entry
+            elif change > 0:  # a count that grew needs a fresh heap entry
                 heapq.heappush(heap, (-stats[p], p))
     return learned
 

@@ -9,6 +9,7 @@ The file format is one ``symbol count`` pair per line, specials *not* listed. A 
 here loads in fairseq, and a fairseq ``dict.txt`` loads here with the same ids, so fairseq
 checkpoints can be scored with this code.
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -28,8 +29,12 @@ class Dictionary(SpecialIds):
         for symbol in SPECIAL_TOKENS:
             self.add_symbol(symbol, 0)
         self.nspecial = len(SPECIAL_TOKENS)
-        assert (self.indices["<s>"], self.indices["<pad>"], self.indices["</s>"],
-                self.indices["<unk>"]) == (BOS, PAD, EOS, UNK)
+        assert (self.indices["<s>"], self.indices["<pad>"], self.indices["</s>"], self.indices["<unk>"]) == (
+            BOS,
+            PAD,
+            EOS,
+            UNK,
+        )
 
     # ------------------------------------------------------------------ lookup
     def __len__(self) -> int:
@@ -70,8 +75,7 @@ class Dictionary(SpecialIds):
         return self.indices[symbol]
 
     @classmethod
-    def build(cls, counts: Counter, *, threshold: int = 0, nwords: int = -1,
-              padding_factor: int = 8) -> "Dictionary":
+    def build(cls, counts: Counter, *, threshold: int = 0, nwords: int = -1, padding_factor: int = 8) -> "Dictionary":
         """A dictionary from symbol counts, finalized like ``fairseq-preprocess``.
 
         ``threshold`` drops symbols seen fewer times, ``nwords`` keeps at most that many symbols
@@ -99,7 +103,7 @@ class Dictionary(SpecialIds):
     # ------------------------------------------------------------------ files
     def save(self, path: str | Path) -> None:
         """Write fairseq's ``dict.txt``: ``symbol count`` per line, specials left out."""
-        lines = [f"{s} {c}\n" for s, c in zip(self.symbols[self.nspecial:], self.counts[self.nspecial:])]
+        lines = [f"{s} {c}\n" for s, c in zip(self.symbols[self.nspecial :], self.counts[self.nspecial :])]
         Path(path).write_text("".join(lines), encoding="utf-8")
 
     @classmethod

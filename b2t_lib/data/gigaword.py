@@ -17,6 +17,7 @@ Files written to ``raw_dir``: ``train``, ``valid`` (the dev split) and ``test``,
 ``<split>.article`` and ``<split>.headline``, atomically and recorded like every pipeline step,
 so a re-run skips them.
 """
+
 from __future__ import annotations
 
 import logging
@@ -50,11 +51,12 @@ def fetch_gigaword_zip(cache_dir: str | None = None) -> Path:
 
     try:
         return Path(hf_hub_download(HUB_REPO, HUB_FILE, repo_type="dataset", cache_dir=cache_dir))
-    except Exception as error:   # offline, proxy, moved file: say what to do instead
+    except Exception as error:  # offline, proxy, moved file: say what to do instead
         raise RuntimeError(
             f"could not download {HUB_FILE} of the Hub dataset {HUB_REPO}: {type(error).__name__}: {error}\n"
             f"On a machine without Hub access, copy ggw_data.zip from a networked machine and pass "
-            f"--zip PATH, or prepare your own pairs with --from-files") from error
+            f"--zip PATH, or prepare your own pairs with --from-files"
+        ) from error
 
 
 def gigaword_members(names: list[str]) -> dict[str, str]:
@@ -79,25 +81,32 @@ def gigaword_members(names: list[str]) -> dict[str, str]:
             f"the Gigaword archive does not have the expected layout {MEMBER_DIR}/{{train,dev,test}}.{{src,tgt}}.txt"
             + (f"; missing: {', '.join(f'{MEMBER_DIR}/{k}.txt' for k in missing)}" if missing else "")
             + (f"; more than one copy of: {', '.join(doubled)}" if doubled else "")
-            + f". The archive holds: {shown or 'nothing'}")
+            + f". The archive holds: {shown or 'nothing'}"
+        )
     return {key: found[key][0] for key in wanted}
 
 
 def _read_member(archive: zipfile.ZipFile, member: str, replace_unk: bool):
     """Stripped lines of one member, ``<unk>`` -> ``UNK`` if asked, as the dataset script does."""
     with archive.open(member) as f:
-        for number, raw in enumerate(f, start=1):     # binary lines, split on b"\n" only
+        for number, raw in enumerate(f, start=1):  # binary lines, split on b"\n" only
             try:
                 line = raw.decode("utf-8").strip()
             except UnicodeDecodeError as error:
-                raise RuntimeError(f"{member}, line {number}: not UTF-8 ({error}); the archive is damaged "
-                                   f"or not the Gigaword release") from error
+                raise RuntimeError(
+                    f"{member}, line {number}: not UTF-8 ({error}); the archive is damaged or not the Gigaword release"
+                ) from error
             # One example per line: no line-break character may survive inside the text.
             yield " ".join(line.replace("<unk>", "UNK").split()) if replace_unk else " ".join(line.split())
 
 
-def extract_gigaword(zip_path: str | Path, raw_dir: str | Path, *, check_counts: bool = True,
-                     expected_pairs: dict[str, int] | None = None) -> Path:
+def extract_gigaword(
+    zip_path: str | Path,
+    raw_dir: str | Path,
+    *,
+    check_counts: bool = True,
+    expected_pairs: dict[str, int] | None = None,
+) -> Path:
     """Write ``raw_dir/{train,valid,test}.{article,headline}`` from ``ggw_data.zip``.
 
     Each split must have ``expected_pairs[split]`` pairs (``{'train': n, 'dev': n, 'test': n}``;
@@ -134,20 +143,35 @@ def extract_gigaword(zip_path: str | Path, raw_dir: str | Path, *, check_counts:
                     counts[member] = n
             found = ", ".join(f"{m}: {n:,} lines" for m, n in counts.items())
             if len(set(counts.values())) != 1:
-                raise RuntimeError(f"the {theirs} article and headline files of {zip_path} differ in length "
-                                   f"({found}); the archive is damaged")
+                raise RuntimeError(
+                    f"the {theirs} article and headline files of {zip_path} differ in length "
+                    f"({found}); the archive is damaged"
+                )
             if expected is not None and expected not in counts.values():
-                raise RuntimeError(f"{zip_path}: the {theirs} split has {found}, expected {expected:,} pairs "
-                                   f"(Rush et al.'s release); the archive on the Hub changed or is incomplete")
+                raise RuntimeError(
+                    f"{zip_path}: the {theirs} split has {found}, expected {expected:,} pairs "
+                    f"(Rush et al.'s release); the archive on the Hub changed or is incomplete"
+                )
             log.info("gigaword %s: %d pairs -> %s", theirs, next(iter(counts.values())), ours)
 
-        runner.run(f"extract-{ours}", {"source": f"{HUB_REPO}/{HUB_FILE}", "member": theirs, "pairs": expected},
-                   [zip_path], [raw_dir / f"{ours}.{ARTICLE}", raw_dir / f"{ours}.{HEADLINE}"], build)
+        runner.run(
+            f"extract-{ours}",
+            {"source": f"{HUB_REPO}/{HUB_FILE}", "member": theirs, "pairs": expected},
+            [zip_path],
+            [raw_dir / f"{ours}.{ARTICLE}", raw_dir / f"{ours}.{HEADLINE}"],
+            build,
+        )
     return raw_dir
 
 
-def download_gigaword(raw_dir: str | Path, *, zip_path: str | Path | None = None, cache_dir: str | None = None,
-                      check_counts: bool = True, expected_pairs: dict[str, int] | None = None) -> Path:
+def download_gigaword(
+    raw_dir: str | Path,
+    *,
+    zip_path: str | Path | None = None,
+    cache_dir: str | None = None,
+    check_counts: bool = True,
+    expected_pairs: dict[str, int] | None = None,
+) -> Path:
     """Fetch ``ggw_data.zip`` from the Hub (unless ``zip_path`` is given) and extract it into
     ``raw_dir`` (:func:`extract_gigaword`, which checks the layout and the pair counts). About
     1 GB of text; returns ``raw_dir``."""

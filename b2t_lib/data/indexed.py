@@ -10,6 +10,7 @@ Both are opened with ``np.load(mmap_mode="r")``: the operating system pages in o
 batch touches, so a 4.5M-sentence training set costs no RAM up front, and ``.npy`` headers make a
 truncated file fail loudly on open instead of returning garbage.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -22,8 +23,13 @@ def token_dtype(vocab_size: int) -> np.dtype:
     return np.dtype(np.uint16) if vocab_size <= np.iinfo(np.uint16).max + 1 else np.dtype(np.int32)
 
 
-def write_ragged(rows: Callable[[], Iterable[np.ndarray | list[int] | bytes]], lengths: np.ndarray,
-                 data_path: Path, offsets_path: Path, dtype: np.dtype) -> None:
+def write_ragged(
+    rows: Callable[[], Iterable[np.ndarray | list[int] | bytes]],
+    lengths: np.ndarray,
+    data_path: Path,
+    offsets_path: Path,
+    dtype: np.dtype,
+) -> None:
     """Write rows of known ``lengths`` without holding them all in memory.
 
     ``rows`` is called once and must yield exactly ``len(lengths)`` rows of those lengths; the
@@ -44,7 +50,7 @@ def write_ragged(rows: Callable[[], Iterable[np.ndarray | list[int] | bytes]], l
         if len(row) != lengths[i]:
             raise ValueError(f"row {i} has length {len(row)}, announced {lengths[i]}")
         if total:
-            data[offsets[i]:offsets[i + 1]] = row
+            data[offsets[i] : offsets[i + 1]] = row
         count += 1
     if count != len(lengths):
         raise ValueError(f"got {count} rows, announced {len(lengths)}")
@@ -64,8 +70,10 @@ class RaggedArray:
             self.data = np.load(data_path, mmap_mode="r")
             self.offsets = np.load(offsets_path, mmap_mode="r")
         except (ValueError, OSError, EOFError) as error:
-            raise ValueError(f"cannot open {data_path} / {offsets_path} ({error}); the files are "
-                             f"damaged: re-run the data preparation to rebuild them") from error
+            raise ValueError(
+                f"cannot open {data_path} / {offsets_path} ({error}); the files are "
+                f"damaged: re-run the data preparation to rebuild them"
+            ) from error
         if len(self.offsets) == 0 or int(self.offsets[-1]) != len(self.data):
             raise ValueError(f"{offsets_path} does not match {data_path}; re-run the data preparation")
         self.sizes = np.diff(self.offsets).astype(np.int64)
@@ -76,7 +84,7 @@ class RaggedArray:
     def __getitem__(self, i: int) -> np.ndarray:
         if not 0 <= i < len(self):
             raise IndexError(f"index {i} out of range for {len(self)} rows")
-        return self.data[self.offsets[i]:self.offsets[i + 1]]
+        return self.data[self.offsets[i] : self.offsets[i + 1]]
 
     def text(self, i: int) -> str:
         """Row ``i`` decoded as UTF-8 (for arrays that store raw text bytes)."""
@@ -103,8 +111,11 @@ class RaggedAppender:
         self._data_start = self._file.tell()
 
     def _write_header(self, rows: int) -> None:
-        header = {"descr": np.lib.format.dtype_to_descr(self.dtype), "fortran_order": False,
-                  "shape": (rows, *self.row_shape)}
+        header = {
+            "descr": np.lib.format.dtype_to_descr(self.dtype),
+            "fortran_order": False,
+            "shape": (rows, *self.row_shape),
+        }
         np.lib.format.write_array_header_1_0(self._file, header)
 
     def append(self, row) -> None:

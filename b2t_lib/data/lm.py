@@ -22,6 +22,7 @@ unigram distribution with add-one smoothing over the :math:`V` entries of the di
 (:math:`n(w)` = training count of id :math:`w`, :math:`N` = training tokens, ``</s>`` included):
 a language model that does not beat it has learned nothing beyond word frequencies.
 """
+
 from __future__ import annotations
 
 import json
@@ -36,16 +37,27 @@ from ..special_tokens import EOS, SPECIAL_TOKENS, UNK
 
 from .dictionary import Dictionary
 from .indexed import RaggedArray, token_dtype, write_ragged
-from .steps import (MANIFEST, DataFormat, StepRunner, clear_digest_cache, describe_file, file_digest, read_json,
-                    write_json_atomic)
+from .steps import (
+    MANIFEST,
+    DataFormat,
+    StepRunner,
+    clear_digest_cache,
+    describe_file,
+    file_digest,
+    read_json,
+    write_json_atomic,
+)
 from .unigram import unigram_cross_entropy, unigram_record  # noqa: F401  (the one computation, re-exported)
 
 log = logging.getLogger("b2t_lib.data")
 
 FORMAT = "b2t-lm-v1"
-LM_DATA = DataFormat(FORMAT, "language-modeling data set",
-                     "Run data_scripts/prepare_wikitext103.py, or prepare_synthetic_lm()/prepare_lm_data(),")
-PIPELINE_VERSION = 1          # bump when a step's output changes, so older data is rebuilt
+LM_DATA = DataFormat(
+    FORMAT,
+    "language-modeling data set",
+    "Run data_scripts/prepare_wikitext103.py, or prepare_synthetic_lm()/prepare_lm_data(),",
+)
+PIPELINE_VERSION = 1  # bump when a step's output changes, so older data is rebuilt
 SPLITS = ("train", "valid", "test")
 WIKITEXT103 = ("Salesforce/wikitext", "wikitext-103-v1")
 HUB_SPLITS = {"train": "train", "valid": "validation", "test": "test"}
@@ -53,7 +65,7 @@ WIKITEXT103_ROWS = {"train": 1_801_350, "valid": 3_760, "test": 4_358}
 # Merity et al.'s vocabulary size: distinct training words (``<unk>`` included) plus the
 # end-of-line symbol. With fairseq's 4 specials and padding to a multiple of 8: 267,744 ids.
 WIKITEXT103_VOCAB = 267_735
-FORBIDDEN_WORDS = tuple(s for s in SPECIAL_TOKENS if s != "<unk>")   # <s> <pad> </s> in the text
+FORBIDDEN_WORDS = tuple(s for s in SPECIAL_TOKENS if s != "<unk>")  # <s> <pad> </s> in the text
 
 
 def wikitext103_sizes() -> dict:
@@ -65,9 +77,16 @@ def wikitext103_sizes() -> dict:
 
 
 # ---------------------------------------------------------------------- the Hub
-def download_wikitext103(raw_dir: str | Path, *, dataset: str = WIKITEXT103[0], config: str | None = WIKITEXT103[1],
-                         data_files: dict[str, list[str]] | None = None, cache_dir: str | None = None,
-                         check_rows: bool = True, expected_rows: dict[str, int] | None = None) -> Path:
+def download_wikitext103(
+    raw_dir: str | Path,
+    *,
+    dataset: str = WIKITEXT103[0],
+    config: str | None = WIKITEXT103[1],
+    data_files: dict[str, list[str]] | None = None,
+    cache_dir: str | None = None,
+    check_rows: bool = True,
+    expected_rows: dict[str, int] | None = None,
+) -> Path:
     """Write ``raw_dir/{train,valid,test}.txt`` from WikiText-103 on the Hub, one line per row.
 
     Each row's whitespace tokens are written space-separated (a blank row ``""`` stays a blank
@@ -83,13 +102,16 @@ def download_wikitext103(raw_dir: str | Path, *, dataset: str = WIKITEXT103[0], 
         expected_rows = None
     runner = StepRunner(raw_dir, raw_dir / ".steps")
     for split, hub_split in HUB_SPLITS.items():
+
         def build(outs: list[Path], split: str = split, hub_split: str = hub_split) -> None:
             from datasets import load_dataset
 
             rows = load_dataset(dataset, config, data_files=data_files, split=hub_split, cache_dir=cache_dir)
             if "text" not in rows.column_names:
-                raise ValueError(f"{dataset} {config} split {hub_split} has columns {rows.column_names}, "
-                                 f"expected a 'text' column (one row per line)")
+                raise ValueError(
+                    f"{dataset} {config} split {hub_split} has columns {rows.column_names}, "
+                    f"expected a 'text' column (one row per line)"
+                )
             n = 0
             with open(outs[0], "w", encoding="utf-8", newline="\n") as f:
                 for chunk in rows.iter(batch_size=10_000):
@@ -98,18 +120,24 @@ def download_wikitext103(raw_dir: str | Path, *, dataset: str = WIKITEXT103[0], 
                         n += 1
             log.info("%s: %d rows", split, n)
             if expected_rows is not None and n != expected_rows[split]:
-                raise ValueError(f"{dataset} {config} {hub_split} has {n:,} rows, expected {expected_rows[split]:,}; "
-                                   f"the Hub copy changed (pass --no-checks to accept it)")
+                raise ValueError(
+                    f"{dataset} {config} {hub_split} has {n:,} rows, expected {expected_rows[split]:,}; "
+                    f"the Hub copy changed (pass --no-checks to accept it)"
+                )
 
-        params = {"dataset": dataset, "config": config, "split": hub_split,
-                  "data_files": {k: [str(Path(p).resolve()) for p in v] for k, v in (data_files or {}).items()}}
+        params = {
+            "dataset": dataset,
+            "config": config,
+            "split": hub_split,
+            "data_files": {k: [str(Path(p).resolve()) for p in v] for k, v in (data_files or {}).items()},
+        }
         runner.run(f"download-{split}", params, [], [raw_dir / f"{split}.txt"], build)
     return raw_dir
 
 
 # ---------------------------------------------------------------------- preparation
 def _read_lines(path: Path) -> Iterator[str]:
-    with open(path, encoding="utf-8", newline="\n") as f:   # split on \n only (not on \r or U+2028)
+    with open(path, encoding="utf-8", newline="\n") as f:  # split on \n only (not on \r or U+2028)
         yield from f
 
 
@@ -119,8 +147,10 @@ def _check_raw_files(raw_dir: Path) -> dict[str, Path]:
     raw = {s: raw_dir / f"{s}.txt" for s in SPLITS}
     for split, path in raw.items():
         if not path.is_file():
-            raise FileNotFoundError(f"{path} is missing: a language-modeling corpus needs train.txt, valid.txt and "
-                                    f"test.txt in {raw_dir} (whitespace-tokenized text, one line per line)")
+            raise FileNotFoundError(
+                f"{path} is missing: a language-modeling corpus needs train.txt, valid.txt and "
+                f"test.txt in {raw_dir} (whitespace-tokenized text, one line per line)"
+            )
         if path.stat().st_size == 0:
             raise ValueError(f"{path} is empty: the {split} split needs at least one line of text")
     return raw
@@ -133,8 +163,10 @@ def _count_words(train: Path) -> Counter:
         counts.update(words)
         bad = [w for w in words if w in FORBIDDEN_WORDS]
         if bad:
-            raise ValueError(f"{train}:{lineno}: the word {bad[0]!r} is one of the dictionary's special symbols "
-                             f"({', '.join(FORBIDDEN_WORDS)}); remove or rename it in the text")
+            raise ValueError(
+                f"{train}:{lineno}: the word {bad[0]!r} is one of the dictionary's special symbols "
+                f"({', '.join(FORBIDDEN_WORDS)}); remove or rename it in the text"
+            )
     return counts
 
 
@@ -143,17 +175,17 @@ def _build_dictionary(train: Path, outs: list[Path], min_count: int, padding_fac
     dictionary = Dictionary.build(counts, threshold=min_count, padding_factor=padding_factor)
     dropped = {w: c for w, c in counts.items() if w not in dictionary}
     stats = {
-        "word_types": len(counts),                     # distinct training words, <unk> included
+        "word_types": len(counts),  # distinct training words, <unk> included
         "kept_types": sum(1 for w in counts if w in dictionary),
         "train_words": sum(counts.values()),
-        "train_unk": counts.get("<unk>", 0) + sum(dropped.values()),   # training words that become <unk>
+        "train_unk": counts.get("<unk>", 0) + sum(dropped.values()),  # training words that become <unk>
     }
     dictionary.save(outs[0])
     outs[1].write_text(json.dumps(stats, indent=1, sort_keys=True), encoding="utf-8")
 
 
 def _binarize(path: Path, dictionary: Dictionary, outs: list[Path], *, unk_allowed: bool) -> None:
-    lengths = np.array([len(line.split()) + 1 for line in _read_lines(path)], dtype=np.int64)   # + </s>
+    lengths = np.array([len(line.split()) + 1 for line in _read_lines(path)], dtype=np.int64)  # + </s>
     indices = dictionary.indices
 
     def rows() -> Iterator[list[int]]:
@@ -164,7 +196,8 @@ def _binarize(path: Path, dictionary: Dictionary, outs: list[Path], *, unk_allow
                 raise ValueError(
                     f"{path}:{lineno}: the word {word!r} is not in the training vocabulary, and the training "
                     f"data has no <unk> to map it to. Map rare words to <unk> in every split (as WikiText "
-                    f"does), or prepare with --min-count N so that training has <unk>")
+                    f"does), or prepare with --min-count N so that training has <unk>"
+                )
             yield ids + [EOS]
 
     write_ragged(rows, lengths, outs[0], outs[1], token_dtype(len(dictionary)))
@@ -175,20 +208,29 @@ def split_files(out_dir: Path, split: str) -> list[Path]:
     return [out_dir / f"{split}.npy", out_dir / f"{split}.offsets.npy"]
 
 
-
 def check_vocabulary_size(vocab: dict, expected: int | None, source: str) -> None:
     """``vocab['word_types'] + 1`` (the end-of-line symbol) must equal ``expected`` (None: no check)."""
     merity = vocab["word_types"] + 1
-    msg = (f"{source}: {vocab['word_types']:,} distinct training words (<unk> included) + end-of-line = "
-           f"{merity:,} (Merity et al.'s count)")
+    msg = (
+        f"{source}: {vocab['word_types']:,} distinct training words (<unk> included) + end-of-line = "
+        f"{merity:,} (Merity et al.'s count)"
+    )
     if expected is not None and merity != expected:
-        raise ValueError(f"{msg}, expected {expected:,}: the corpus is not the one expected "
-                         f"(pass --no-checks, or expected_vocab=None, to accept it)")
+        raise ValueError(
+            f"{msg}, expected {expected:,}: the corpus is not the one expected "
+            f"(pass --no-checks, or expected_vocab=None, to accept it)"
+        )
     log.info(msg)
 
 
-def prepare_lm_data(raw_dir: str | Path, out_dir: str | Path, *, min_count: int = 0, padding_factor: int = 8,
-                    expected_vocab: int | None = None) -> Path:
+def prepare_lm_data(
+    raw_dir: str | Path,
+    out_dir: str | Path,
+    *,
+    min_count: int = 0,
+    padding_factor: int = 8,
+    expected_vocab: int | None = None,
+) -> Path:
     """Run this module's pipeline on ``raw_dir/{train,valid,test}.txt``; return ``out_dir``.
 
     ``min_count`` maps training words seen fewer times to ``<unk>``. ``expected_vocab`` checks
@@ -202,23 +244,36 @@ def prepare_lm_data(raw_dir: str | Path, out_dir: str | Path, *, min_count: int 
         raise ValueError(f"min_count must be >= 0, got {min_count}")
     clear_digest_cache()
     raw = _check_raw_files(raw_dir)
-    p = dict(min_count=min_count, padding_factor=padding_factor, pipeline_version=PIPELINE_VERSION,
-             raw_digests={f"{s}.txt": file_digest(path) for s, path in raw.items()})
+    p = dict(
+        min_count=min_count,
+        padding_factor=padding_factor,
+        pipeline_version=PIPELINE_VERSION,
+        raw_digests={f"{s}.txt": file_digest(path) for s, path in raw.items()},
+    )
     runner = LM_DATA.start(out_dir, p)
     if runner is None:
         check_vocabulary_size(read_json(out_dir / MANIFEST)["vocabulary"], expected_vocab, str(raw["train"]))
         return out_dir
     dict_path, vocab_path = out_dir / "dict.txt", out_dir / "work" / "vocabulary.json"
-    runner.run("dictionary", {k: p[k] for k in ("min_count", "padding_factor", "pipeline_version")}, [raw["train"]],
-               [dict_path, vocab_path], lambda outs: _build_dictionary(raw["train"], outs, min_count, padding_factor))
+    runner.run(
+        "dictionary",
+        {k: p[k] for k in ("min_count", "padding_factor", "pipeline_version")},
+        [raw["train"]],
+        [dict_path, vocab_path],
+        lambda outs: _build_dictionary(raw["train"], outs, min_count, padding_factor),
+    )
     vocab = json.loads(vocab_path.read_text(encoding="utf-8"))
     check_vocabulary_size(vocab, expected_vocab, str(raw["train"]))
     dictionary = Dictionary.load(dict_path)
     for split in SPLITS:
         unk_allowed = split == "train" or vocab["train_unk"] > 0
-        runner.run(f"binarize-{split}", {"unk_allowed": unk_allowed}, [dict_path, raw[split]],
-                   split_files(out_dir, split),
-                   lambda outs, split=split, ok=unk_allowed: _binarize(raw[split], dictionary, outs, unk_allowed=ok))
+        runner.run(
+            f"binarize-{split}",
+            {"unk_allowed": unk_allowed},
+            [dict_path, raw[split]],
+            split_files(out_dir, split),
+            lambda outs, split=split, ok=unk_allowed: _binarize(raw[split], dictionary, outs, unk_allowed=ok),
+        )
     _write_manifest(out_dir, p, dictionary, vocab)
     log.info("steps run: %s; skipped: %s", runner.ran or "none", runner.skipped or "none")
     return out_dir
@@ -233,8 +288,12 @@ def _write_manifest(out_dir: Path, p: dict, dictionary: Dictionary, vocab: dict)
         lines = RaggedArray(paths[0], paths[1])
         streams[split] = lines.data
         n_unk = int(np.count_nonzero(np.asarray(lines.data) == UNK))
-        stats[split] = {"lines": len(lines), "tokens": int(len(lines.data)), "unk": n_unk,
-                        "unk_rate": round(n_unk / max(len(lines.data), 1), 6)}
+        stats[split] = {
+            "lines": len(lines),
+            "tokens": int(len(lines.data)),
+            "unk": n_unk,
+            "unk_rate": round(n_unk / max(len(lines.data), 1), 6),
+        }
     unigram = {}
     for split in ("valid", "test"):
         unigram[split] = unigram_record(unigram_cross_entropy(streams["train"], streams[split], len(dictionary)))
@@ -242,12 +301,16 @@ def _write_manifest(out_dir: Path, p: dict, dictionary: Dictionary, vocab: dict)
         "format": FORMAT,
         "params": p,
         "splits": list(SPLITS),
-        "vocab_size": len(dictionary),      # model output size: specials + words + padding
-        "vocabulary": vocab,                # word_types, kept_types, train_words, train_unk
+        "vocab_size": len(dictionary),  # model output size: specials + words + padding
+        "vocabulary": vocab,  # word_types, kept_types, train_words, train_unk
         "stats": stats,
         "unigram": unigram,
         "files": {str(f.relative_to(out_dir)): describe_file(f) for f in files},
     }
-    write_json_atomic(out_dir / MANIFEST, manifest)   # last: its presence means "ready"
-    log.info("vocabulary %d ids; unigram baseline on valid: %.3f bits/token (ppl %.1f)", len(dictionary),
-             unigram["valid"]["bits_per_token"], unigram["valid"]["ppl"])
+    write_json_atomic(out_dir / MANIFEST, manifest)  # last: its presence means "ready"
+    log.info(
+        "vocabulary %d ids; unigram baseline on valid: %.3f bits/token (ppl %.1f)",
+        len(dictionary),
+        unigram["valid"]["bits_per_token"],
+        unigram["valid"]["ppl"],
+    )

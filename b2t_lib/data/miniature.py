@@ -44,6 +44,7 @@ pieces from about 18,000 training words; BPE's 32,000 merges simply stop early o
 
 ``python -m b2t_lib.data.miniature HF_HOME`` builds them (idempotent: a second call checks a marker).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -61,7 +62,7 @@ import numpy as np
 
 log = logging.getLogger("b2t_lib.data")
 
-VERSION = 3   # bump when the content changes, so caches built by older code are rebuilt
+VERSION = 3  # bump when the content changes, so caches built by older code are rebuilt
 MARKER = "b2t_miniature.json"
 SEED = 7
 
@@ -90,8 +91,13 @@ def _datasets_cache(hf_home: Path, staging: Path, repo_id: str, config: str, tab
         files[split] = [str(path)]
     commit = _commit(repo_id)
     datasets.disable_progress_bars()
-    builder = Parquet(cache_dir=str(staging / "build"), dataset_name=camelcase_to_snakecase(name),
-                      config_name=config, hash=commit, data_files=files)
+    builder = Parquet(
+        cache_dir=str(staging / "build"),
+        dataset_name=camelcase_to_snakecase(name),
+        config_name=config,
+        hash=commit,
+        data_files=files,
+    )
     builder.download_and_prepare()
     target = hf_home / "datasets" / f"{namespace}___{camelcase_to_snakecase(name)}" / config / "0.0.0" / commit
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -130,7 +136,7 @@ def _wmt(hf_home: Path, staging: Path, sizes: dict) -> None:
 
     repos: dict[tuple[str, str], dict] = {("wmt/wmt14", "de-en"): {"train": rows(train)}}
     for year in years:
-        repo, config, split = NEWSTEST_SOURCES[year][0]      # where a download looks first
+        repo, config, split = NEWSTEST_SOURCES[year][0]  # where a download looks first
         repos.setdefault((repo, config), {})[split] = rows(pairs[year])
     for (repo, config), tables in repos.items():
         _datasets_cache(hf_home, staging, repo, config, tables, features)
@@ -146,10 +152,11 @@ def _gigaword(hf_home: Path, sizes: dict) -> None:
     archive = io.BytesIO()
     with zipfile.ZipFile(archive, "w", compression=zipfile.ZIP_DEFLATED) as zf:
         for split in ("test", "dev", "train"):
-            unk = "UNK" if split == "test" else "<unk>"      # as released: the test set already writes UNK
+            unk = "UNK" if split == "test" else "<unk>"  # as released: the test set already writes UNK
 
             def mark(text: str) -> str:
                 return " ".join(unk if rng.random() < 0.03 else word for word in text.split())
+
             pairs = [(mark(a), mark(h)) for a, h in generate_headline_pairs(sizes[split], SEED, skip=seen)]
             for side, index in (("src", 0), ("tgt", 1)):
                 zf.writestr(f"{MEMBER_DIR}/{split}.{side}.txt", "".join(p[index] + "\n" for p in pairs))
@@ -164,26 +171,27 @@ def wikitext_rows(sizes: dict) -> dict[str, list[str]]:
 
     from .synthetic_lm import SyntheticLMLexicon
 
-    lexicon = SyntheticLMLexicon(SEED, n_nouns=240, n_adjectives=80, n_transitive=60, n_intransitive=30,
-                                 n_adverbs=20)
+    lexicon = SyntheticLMLexicon(SEED, n_nouns=240, n_adjectives=80, n_transitive=60, n_intransitive=30, n_adverbs=20)
     lines: dict[str, list[str]] = {}
     for split in ("test", "valid", "train"):
         rng = random.Random(f"miniature-wikitext-{split}")
         out: list[str] = []
         while len(out) < sizes["rows"][split]:
             out += lexicon.article(rng)
-        lines[split] = out[:sizes["rows"][split]]
+        lines[split] = out[: sizes["rows"][split]]
     counts = Counter(w for line in lines["train"] for w in line.split())
-    keep = {w for w, c in counts.items() if c >= 2}            # rare words are <unk>, as in WikiText
+    keep = {w for w, c in counts.items() if c >= 2}  # rare words are <unk>, as in WikiText
     rows = {}
     for split, hub_split in (("train", "train"), ("valid", "validation"), ("test", "test")):
         mapped = [" ".join(w if w in keep else "<unk>" for w in line.split()) for line in lines[split]]
         rows[hub_split] = [f" {line} \n" if line else "" for line in mapped]
     words = {w for row in rows["train"] for w in row.split()}
     if len(words) + 1 != sizes["vocab"]:
-        raise RuntimeError(f"the miniature WikiText-103 has {len(words)} distinct training words + end-of-line = "
-                           f"{len(words) + 1}, and presets.REHEARSAL_SOURCES['wikitext103']['vocab'] says "
-                           f"{sizes['vocab']}: update the one or the other")
+        raise RuntimeError(
+            f"the miniature WikiText-103 has {len(words)} distinct training words + end-of-line = "
+            f"{len(words) + 1}, and presets.REHEARSAL_SOURCES['wikitext103']['vocab'] says "
+            f"{sizes['vocab']}: update the one or the other"
+        )
     return rows
 
 
@@ -193,18 +201,30 @@ def _wikitext(hf_home: Path, staging: Path, sizes: dict) -> None:
     from .lm import WIKITEXT103
 
     rows = wikitext_rows(sizes)
-    _datasets_cache(hf_home, staging, WIKITEXT103[0], WIKITEXT103[1], {s: {"text": r} for s, r in rows.items()},
-                    Features({"text": Value("string")}))
+    _datasets_cache(
+        hf_home,
+        staging,
+        WIKITEXT103[0],
+        WIKITEXT103[1],
+        {s: {"text": r} for s, r in rows.items()},
+        Features({"text": Value("string")}),
+    )
 
 
 # ---------------------------------------------------------------------------------------------- LibriSpeech
 def _pseudo_words(rng: random.Random, n: int) -> list[str]:
-    onsets, vowels, codas = "b d f g h k l m n p r s t v w z br st tr sh".split(), "a e i o u ai ea oo".split(), \
-        ["", "", "n", "r", "l", "s", "t", "m"]
+    onsets, vowels, codas = (
+        "b d f g h k l m n p r s t v w z br st tr sh".split(),
+        "a e i o u ai ea oo".split(),
+        ["", "", "n", "r", "l", "s", "t", "m"],
+    )
     words: set[str] = set()
     while len(words) < n:
-        words.add("".join(rng.choice(onsets) + rng.choice(vowels) + rng.choice(codas)
-                          for _ in range(rng.choice((2, 3, 3, 4, 5)))))
+        words.add(
+            "".join(
+                rng.choice(onsets) + rng.choice(vowels) + rng.choice(codas) for _ in range(rng.choice((2, 3, 3, 4, 5)))
+            )
+        )
     return sorted(words)
 
 
@@ -216,8 +236,16 @@ def _librispeech(hf_home: Path, staging: Path, sizes: dict) -> None:
     from .speech_sources import HUB_CONFIG, HUB_DATASET
     from .synthetic_speech import synthesize
 
-    features = Features({"file": Value("string"), "audio": Audio(sampling_rate=SAMPLE_RATE), "text": Value("string"),
-                         "speaker_id": Value("int64"), "chapter_id": Value("int64"), "id": Value("string")})
+    features = Features(
+        {
+            "file": Value("string"),
+            "audio": Audio(sampling_rate=SAMPLE_RATE),
+            "text": Value("string"),
+            "speaker_id": Value("int64"),
+            "chapter_id": Value("int64"),
+            "id": Value("string"),
+        }
+    )
     rng = random.Random(SEED)
     lexicon = _pseudo_words(rng, 20000)
     tables = {}
@@ -227,12 +255,21 @@ def _librispeech(hf_home: Path, staging: Path, sizes: dict) -> None:
         for i in range(sizes[split]):
             words = [rng.choice(lexicon) for _ in range(30)]
             audio = io.BytesIO()
-            sf.write(audio, synthesize(words[:4], np.random.default_rng([SEED, k, i]), SAMPLE_RATE), SAMPLE_RATE,
-                     format="FLAC")
+            sf.write(
+                audio,
+                synthesize(words[:4], np.random.default_rng([SEED, k, i]), SAMPLE_RATE),
+                SAMPLE_RATE,
+                format="FLAC",
+            )
             uid = f"{speaker}-{chapter}-{i:04d}"
-            for name, value in (("file", f"{uid}.flac"), ("audio", {"bytes": audio.getvalue(), "path": f"{uid}.flac"}),
-                                ("text", " ".join(words).upper()), ("speaker_id", speaker), ("chapter_id", chapter),
-                                ("id", uid)):
+            for name, value in (
+                ("file", f"{uid}.flac"),
+                ("audio", {"bytes": audio.getvalue(), "path": f"{uid}.flac"}),
+                ("text", " ".join(words).upper()),
+                ("speaker_id", speaker),
+                ("chapter_id", chapter),
+                ("id", uid),
+            ):
                 columns[name].append(value)
         tables[split] = columns
     _datasets_cache(hf_home, staging, HUB_DATASET, HUB_CONFIG, tables, features)
@@ -265,7 +302,7 @@ def build_miniature_sources(hf_home: str | Path) -> Path:
     _wikitext(hf_home, staging, REHEARSAL_SOURCES["wikitext103"])
     _librispeech(hf_home, staging, REHEARSAL_SOURCES["librispeech"])
     shutil.rmtree(staging)
-    marker.write_text(json.dumps(wanted))                       # last: the caches are complete
+    marker.write_text(json.dumps(wanted))  # last: the caches are complete
     log.info("miniature sources ready in %s", hf_home)
     return hf_home
 
@@ -273,8 +310,10 @@ def build_miniature_sources(hf_home: str | Path) -> Path:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1 or args[0].startswith("-"):
-        print("usage: python -m b2t_lib.data.miniature HF_HOME   (the folder the rehearsal sets as HF_HOME)",
-              file=sys.stderr)
+        print(
+            "usage: python -m b2t_lib.data.miniature HF_HOME   (the folder the rehearsal sets as HF_HOME)",
+            file=sys.stderr,
+        )
         return 2
     print(build_miniature_sources(args[0]))
     return 0

@@ -13,6 +13,7 @@ with them, whatever its files hold:
 Both are :class:`typing.Protocol` classes: a dataset does not inherit from them, it has the methods
 (``isinstance(dataset, DecodableDataset)`` checks that it does; tests/test_data_units.py checks every loader).
 """
+
 from __future__ import annotations
 
 from typing import Protocol, Sequence, runtime_checkable
@@ -27,8 +28,16 @@ class Dataset(Protocol):
     def __len__(self) -> int:
         """Examples (sentence pairs, blocks of tokens, utterances)."""
 
-    def batches(self, max_tokens: int, *, shuffle: bool = True, seed: int = 1, epoch: int = 0, rank: int = 0,
-                world_size: int = 1) -> list[list[int]]:
+    def batches(
+        self,
+        max_tokens: int,
+        *,
+        shuffle: bool = True,
+        seed: int = 1,
+        epoch: int = 0,
+        rank: int = 0,
+        world_size: int = 1,
+    ) -> list[list[int]]:
         """Example indices grouped so a batch holds at most ``max_tokens`` tokens (frames for speech), padding
         included; this process's share (``rank`` of ``world_size``), the same for the same arguments."""
 
@@ -41,7 +50,7 @@ class Dataset(Protocol):
 class DecodableDataset(Dataset, Protocol):
     """A split decoded by search and scored against text references."""
 
-    src_sizes: np.ndarray   # (n,) source length of each example (tokens, or feature frames for speech)
+    src_sizes: np.ndarray  # (n,) source length of each example (tokens, or feature frames for speech)
 
     def decode(self, token_ids: Sequence[int]) -> str:
         """The text of output ids, as the metric compares it (BPE removed, detokenized where the task does)."""

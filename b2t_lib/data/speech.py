@@ -28,6 +28,7 @@ unfinished steps run again):
 4. ``manifest.json``, written last: parameters, split -> parts, filter counts, hours, and the size
    and checksum of every file the loader reads.
 """
+
 from __future__ import annotations
 
 import json
@@ -46,8 +47,16 @@ from ..special_tokens import UNK
 
 from .audio import FRAME_SHIFT_MS, NUM_MEL_BINS, SAMPLE_RATE, AudioError, extract_features
 from .indexed import RaggedAppender, RaggedArray, token_dtype, write_ragged
-from .speech_sources import (HUB_CONFIG, HUB_DATASET, HUB_SPLITS, Utterance, find_tsv_splits, iter_hub_split,
-                             librispeech_sizes, read_tsv_split)
+from .speech_sources import (
+    HUB_CONFIG,
+    HUB_DATASET,
+    HUB_SPLITS,
+    Utterance,
+    find_tsv_splits,
+    iter_hub_split,
+    librispeech_sizes,
+    read_tsv_split,
+)
 from .speech_vocab import SpeechVocabulary, normalize_transcript, train_sentencepiece
 from .steps import MANIFEST, DataFormat, clear_digest_cache, describe_file, file_digest, read_json, write_json_atomic
 from .text import default_workers
@@ -55,18 +64,18 @@ from .text import default_workers
 log = logging.getLogger("b2t_lib.data")
 
 FORMAT = "b2t-speech-v1"
-SPEECH_DATA = DataFormat(FORMAT, "speech data set",
-                         "Run data_scripts/prepare_librispeech.py (or prepare_speech_from_files())")
-PIPELINE_VERSION = 1     # bump when a step's algorithm changes its output
+SPEECH_DATA = DataFormat(
+    FORMAT, "speech data set", "Run data_scripts/prepare_librispeech.py (or prepare_speech_from_files())"
+)
+PIPELINE_VERSION = 1  # bump when a step's algorithm changes its output
 SPM_MODEL = "spm.model"
-MIN_FRAMES = 5           # fairseq filter_manifest_df: min_n_frames
+MIN_FRAMES = 5  # fairseq filter_manifest_df: min_n_frames
 MAX_TRAIN_FRAMES = 3000  # fairseq filter_manifest_df: max_n_frames, training splits only
 DEFAULT_VOCAB_SIZE = 10000
 
-SPLIT_ORDER = ("train", "valid", "dev_clean", "dev_other")   # then test splits, sorted
-SKIP_REASONS = {"empty_text": "empty transcript", "short": "audio too short",
-                "long": "audio too long for training"}
-LOGGED_SKIPS = 20        # per reason and part; the report lists all
+SPLIT_ORDER = ("train", "valid", "dev_clean", "dev_other")  # then test splits, sorted
+SKIP_REASONS = {"empty_text": "empty transcript", "short": "audio too short", "long": "audio too long for training"}
+LOGGED_SKIPS = 20  # per reason and part; the report lists all
 # Below this many utterances (of a source of known size) one process is faster than starting
 # workers (each imports torch: seconds); a short utterance costs about 1 ms.
 PARALLEL_MIN_UTTERANCES = 5000
@@ -81,8 +90,8 @@ class Part:
     utterances: Callable[[], Iterable[Utterance]]
     params: dict
     inputs: list[Path] = field(default_factory=list)
-    expected: int | None = None      # utterance count the source should have (Hub), for a warning
-    size: int | None = None          # utterance count when known in advance (files)
+    expected: int | None = None  # utterance count the source should have (Hub), for a warning
+    size: int | None = None  # utterance count when known in advance (files)
 
     @property
     def is_train(self) -> bool:
@@ -93,7 +102,7 @@ class Part:
 def _init_worker() -> None:
     import torch
 
-    torch.set_num_threads(1)   # one process per core; threads inside would oversubscribe
+    torch.set_num_threads(1)  # one process per core; threads inside would oversubscribe
 
 
 def featurize(utterance: Utterance, *, is_train: bool, min_frames: int, max_train_frames: int) -> tuple:
@@ -104,7 +113,7 @@ def featurize(utterance: Utterance, *, is_train: bool, min_frames: int, max_trai
     if not text:
         return uid, name, "empty_text", None, 0, text
     try:
-        features = extract_features(audio, name=name)                   # (frames, 80) float32
+        features = extract_features(audio, name=name)  # (frames, 80) float32
     except AudioError as error:
         return uid, name, "error", str(error), 0, text
     frames = len(features)
@@ -115,8 +124,9 @@ def featurize(utterance: Utterance, *, is_train: bool, min_frames: int, max_trai
     return uid, name, "ok", features.astype(np.float16), frames, text
 
 
-def ordered_parallel_map(function: Callable, items: Iterable, workers: int, *, chunk_size: int = 32,
-                         **kwargs) -> Iterator:
+def ordered_parallel_map(
+    function: Callable, items: Iterable, workers: int, *, chunk_size: int = 32, **kwargs
+) -> Iterator:
     """``function(item, **kwargs)`` for every item, in order, on ``workers`` processes.
 
     At most ``2 * workers`` chunks are in flight, so a stream (the Hub) is read only as fast as it
@@ -128,7 +138,7 @@ def ordered_parallel_map(function: Callable, items: Iterable, workers: int, *, c
         import torch
 
         threads = torch.get_num_threads()
-        torch.set_num_threads(1)   # per-utterance tensors are small: threads only cost (10x on a busy machine)
+        torch.set_num_threads(1)  # per-utterance tensors are small: threads only cost (10x on a busy machine)
         try:
             for chunk in chunks:
                 yield from _apply_to_chunk(function, chunk, kwargs)
@@ -160,10 +170,14 @@ def _extract_part(part: Part, outs: list[Path], *, workers: int, min_frames: int
     options = dict(is_train=part.is_train, min_frames=min_frames, max_train_frames=max_train_frames)
     if part.size is not None and part.size < PARALLEL_MIN_UTTERANCES:
         workers = 1
-    with RaggedAppender(outs[0], outs[1], np.float16, (NUM_MEL_BINS,)) as features, \
-            RaggedAppender(outs[2], outs[3], np.uint8) as texts, RaggedAppender(outs[4], outs[5], np.uint8) as uids:
+    with (
+        RaggedAppender(outs[0], outs[1], np.float16, (NUM_MEL_BINS,)) as features,
+        RaggedAppender(outs[2], outs[3], np.uint8) as texts,
+        RaggedAppender(outs[4], outs[5], np.uint8) as uids,
+    ):
         for uid, name, status, payload, frames, text in ordered_parallel_map(
-                featurize, part.utterances(), workers, **options):
+            featurize, part.utterances(), workers, **options
+        ):
             counts["utterances"] += 1
             if status == "error":
                 raise AudioError(f"{payload} [{part.name}, utterance {uid}]")
@@ -171,8 +185,10 @@ def _extract_part(part: Part, outs: list[Path], *, workers: int, min_frames: int
                 counts[status] += 1
                 skipped.append({"id": uid, "audio": name, "reason": status, "frames": frames})
                 if counts[status] <= LOGGED_SKIPS:
-                    limits = {"short": f" ({frames} frames, fewer than {min_frames})",
-                              "long": f" ({frames} frames, more than {max_train_frames})"}
+                    limits = {
+                        "short": f" ({frames} frames, fewer than {min_frames})",
+                        "long": f" ({frames} frames, more than {max_train_frames})",
+                    }
                     log.warning("%s: skipped %s: %s%s", part.name, name, SKIP_REASONS[status], limits.get(status, ""))
                 continue
             features.append(payload)
@@ -183,24 +199,42 @@ def _extract_part(part: Part, outs: list[Path], *, workers: int, min_frames: int
             if counts["utterances"] % 5000 == 0:
                 log.info("%s: %d utterances", part.name, counts["utterances"])
     if part.expected is not None and counts["utterances"] != part.expected:
-        log.warning("%s: read %d utterances, LibriSpeech has %d; the Hub copy may have changed",
-                    part.name, counts["utterances"], part.expected)
-    report = {"utterances": counts["utterances"], "kept": counts["kept"],
-              "dropped": {reason: counts[reason] for reason in SKIP_REASONS},
-              "frames": frames_kept, "hours": round(frames_kept * FRAME_SHIFT_MS / 1000 / 3600, 4),
-              "skipped": skipped}
+        log.warning(
+            "%s: read %d utterances, LibriSpeech has %d; the Hub copy may have changed",
+            part.name,
+            counts["utterances"],
+            part.expected,
+        )
+    report = {
+        "utterances": counts["utterances"],
+        "kept": counts["kept"],
+        "dropped": {reason: counts[reason] for reason in SKIP_REASONS},
+        "frames": frames_kept,
+        "hours": round(frames_kept * FRAME_SHIFT_MS / 1000 / 3600, 4),
+        "skipped": skipped,
+    }
     dropped = ", ".join(f"{counts[r]} {SKIP_REASONS[r]}" for r in SKIP_REASONS)
-    log.info("%s: %d utterances, kept %d (%.2f h); dropped: %s", part.name, counts["utterances"],
-             counts["kept"], report["hours"], dropped)
+    log.info(
+        "%s: %d utterances, kept %d (%.2f h); dropped: %s",
+        part.name,
+        counts["utterances"],
+        counts["kept"],
+        report["hours"],
+        dropped,
+    )
     if counts["kept"] == 0:
-        raise ValueError(f"no utterance of {part.name} survived the filters ({dropped}); check the audio and transcripts")
+        raise ValueError(
+            f"no utterance of {part.name} survived the filters ({dropped}); check the audio and transcripts"
+        )
     outs[6].write_text(json.dumps(report, indent=1), encoding="utf-8")
 
 
 def part_files(out_dir: Path, part: str) -> dict[str, Path]:
     """The files the loader reads for one part."""
-    return {kind: out_dir / f"{part}.{kind}.npy" for kind in
-            ("fbank", "fbank.offsets", "text", "text.offsets", "ids", "ids.offsets", "tgt", "tgt.offsets")}
+    return {
+        kind: out_dir / f"{part}.{kind}.npy"
+        for kind in ("fbank", "fbank.offsets", "text", "text.offsets", "ids", "ids.offsets", "tgt", "tgt.offsets")
+    }
 
 
 # ---------------------------------------------------------------------------------------------- pipeline
@@ -210,12 +244,30 @@ def _order_splits(splits: Iterable[str]) -> list[str]:
     return first + sorted(splits - set(first))
 
 
-def _prepare(out_dir: Path, parts: list[Part], source: dict, *, vocab_size: int, seed: int, workers: int | None,
-             min_frames: int, max_train_frames: int, valid_splits: list[str], test_splits: list[str]) -> Path:
+def _prepare(
+    out_dir: Path,
+    parts: list[Part],
+    source: dict,
+    *,
+    vocab_size: int,
+    seed: int,
+    workers: int | None,
+    min_frames: int,
+    max_train_frames: int,
+    valid_splits: list[str],
+    test_splits: list[str],
+) -> Path:
     if not any(p.is_train for p in parts):
         raise ValueError("no training part selected: the vocabulary is trained on the training transcripts")
-    p = dict(source=source, parts={part.name: part.split for part in parts}, vocab_size=vocab_size, seed=seed,
-             min_frames=min_frames, max_train_frames=max_train_frames, pipeline_version=PIPELINE_VERSION)
+    p = dict(
+        source=source,
+        parts={part.name: part.split for part in parts},
+        vocab_size=vocab_size,
+        seed=seed,
+        min_frames=min_frames,
+        max_train_frames=max_train_frames,
+        pipeline_version=PIPELINE_VERSION,
+    )
     runner = SPEECH_DATA.start(out_dir, p)
     if runner is None:
         return out_dir
@@ -224,15 +276,29 @@ def _prepare(out_dir: Path, parts: list[Part], source: dict, *, vocab_size: int,
 
     for part in parts:
         files = part_files(out_dir, part.name)
-        step_params = dict(part.params, min_frames=min_frames, pipeline_version=PIPELINE_VERSION,
-                           **({"max_train_frames": max_train_frames} if part.is_train else {}))
+        step_params = dict(
+            part.params,
+            min_frames=min_frames,
+            pipeline_version=PIPELINE_VERSION,
+            **({"max_train_frames": max_train_frames} if part.is_train else {}),
+        )
         outs = [files[k] for k in ("fbank", "fbank.offsets", "text", "text.offsets", "ids", "ids.offsets")]
-        runner.run(f"features-{part.name}", step_params, part.inputs, outs + [reports[part.name]],
-                   lambda tmps, part=part: _extract_part(part, tmps, workers=workers, min_frames=min_frames,
-                                                         max_train_frames=max_train_frames))
+        runner.run(
+            f"features-{part.name}",
+            step_params,
+            part.inputs,
+            outs + [reports[part.name]],
+            lambda tmps, part=part: _extract_part(
+                part, tmps, workers=workers, min_frames=min_frames, max_train_frames=max_train_frames
+            ),
+        )
 
-    train_texts = [f for part in parts if part.is_train for f in
-                   (part_files(out_dir, part.name)["text"], part_files(out_dir, part.name)["text.offsets"])]
+    train_texts = [
+        f
+        for part in parts
+        if part.is_train
+        for f in (part_files(out_dir, part.name)["text"], part_files(out_dir, part.name)["text.offsets"])
+    ]
     spm_path = out_dir / SPM_MODEL
 
     def build_vocabulary(outs: list[Path]) -> None:
@@ -241,11 +307,17 @@ def _prepare(out_dir: Path, parts: list[Part], source: dict, *, vocab_size: int,
                 texts = RaggedArray(data, offsets)
                 for i in range(len(texts)):
                     yield texts.text(i)
+
         outs[0].write_bytes(train_sentencepiece(sentences(), vocab_size, seed=seed))
         log.info("trained a SentencePiece unigram vocabulary of %d pieces", vocab_size)
 
-    runner.run("vocabulary", {"vocab_size": vocab_size, "seed": seed, "model_type": "unigram",
-                              "pipeline_version": PIPELINE_VERSION}, train_texts, [spm_path], build_vocabulary)
+    runner.run(
+        "vocabulary",
+        {"vocab_size": vocab_size, "seed": seed, "model_type": "unigram", "pipeline_version": PIPELINE_VERSION},
+        train_texts,
+        [spm_path],
+        build_vocabulary,
+    )
     vocabulary = SpeechVocabulary.load(spm_path)
 
     for part in parts:
@@ -254,18 +326,36 @@ def _prepare(out_dir: Path, parts: list[Part], source: dict, *, vocab_size: int,
         def encode(outs: list[Path], files: dict = files) -> None:
             texts = RaggedArray(files["text"], files["text.offsets"])
             ids = [vocabulary.encode(texts.text(i)) for i in range(len(texts))]
-            write_ragged(lambda: ids, np.array([len(x) for x in ids], dtype=np.int64), outs[0], outs[1],
-                         token_dtype(len(vocabulary)))
-        runner.run(f"targets-{part.name}", {}, [spm_path, files["text"], files["text.offsets"]],
-                   [files["tgt"], files["tgt.offsets"]], encode)
+            write_ragged(
+                lambda: ids,
+                np.array([len(x) for x in ids], dtype=np.int64),
+                outs[0],
+                outs[1],
+                token_dtype(len(vocabulary)),
+            )
+
+        runner.run(
+            f"targets-{part.name}",
+            {},
+            [spm_path, files["text"], files["text.offsets"]],
+            [files["tgt"], files["tgt.offsets"]],
+            encode,
+        )
 
     _write_manifest(out_dir, p, parts, reports, vocabulary, valid_splits, test_splits)
     log.info("steps run: %s; skipped: %s", runner.ran or "none", runner.skipped or "none")
     return out_dir
 
 
-def _write_manifest(out_dir: Path, p: dict, parts: list[Part], reports: dict[str, Path],
-                    vocabulary: SpeechVocabulary, valid_splits: list[str], test_splits: list[str]) -> None:
+def _write_manifest(
+    out_dir: Path,
+    p: dict,
+    parts: list[Part],
+    reports: dict[str, Path],
+    vocabulary: SpeechVocabulary,
+    valid_splits: list[str],
+    test_splits: list[str],
+) -> None:
     files = [out_dir / SPM_MODEL]
     stats = {}
     for part in parts:
@@ -295,35 +385,74 @@ def _write_manifest(out_dir: Path, p: dict, parts: list[Part], reports: dict[str
         "stats": stats,
         "files": {str(f.relative_to(out_dir)): describe_file(f) for f in files},
     }
-    write_json_atomic(out_dir / MANIFEST, manifest)   # last: its presence means "ready"
+    write_json_atomic(out_dir / MANIFEST, manifest)  # last: its presence means "ready"
 
 
-def prepare_speech_from_files(raw_dir: str | Path, out_dir: str | Path, *, vocab_size: int = DEFAULT_VOCAB_SIZE,
-                              seed: int = 1, workers: int | None = None, min_frames: int = MIN_FRAMES,
-                              max_train_frames: int = MAX_TRAIN_FRAMES) -> Path:
+def prepare_speech_from_files(
+    raw_dir: str | Path,
+    out_dir: str | Path,
+    *,
+    vocab_size: int = DEFAULT_VOCAB_SIZE,
+    seed: int = 1,
+    workers: int | None = None,
+    min_frames: int = MIN_FRAMES,
+    max_train_frames: int = MAX_TRAIN_FRAMES,
+) -> Path:
     """Prepare ``raw_dir/{train,valid,<test>...}.tsv`` (module docstring) into ``out_dir``."""
     raw_dir, out_dir = Path(raw_dir), Path(out_dir)
     clear_digest_cache()
     splits = find_tsv_splits(raw_dir)
     parts = []
     for split in splits:
-        utterances = read_tsv_split(raw_dir, split)       # checks header and files before any work
+        utterances = read_tsv_split(raw_dir, split)  # checks header and files before any work
         audio_files = sorted({Path(u[1]) for u in utterances})
-        parts.append(Part(split, split, lambda u=utterances: u, {"source": "files", "split": split},
-                          [raw_dir / f"{split}.tsv", *audio_files], size=len(utterances)))
-    source = {"kind": "files", "digests": {
-        str(path.relative_to(raw_dir)) if path.is_relative_to(raw_dir) else str(path): file_digest(path)
-        for part in parts for path in part.inputs}}
-    return _prepare(out_dir, parts, source, vocab_size=vocab_size, seed=seed, workers=workers,
-                    min_frames=min_frames, max_train_frames=max_train_frames,
-                    valid_splits=["valid"], test_splits=splits[2:])
+        parts.append(
+            Part(
+                split,
+                split,
+                lambda u=utterances: u,
+                {"source": "files", "split": split},
+                [raw_dir / f"{split}.tsv", *audio_files],
+                size=len(utterances),
+            )
+        )
+    source = {
+        "kind": "files",
+        "digests": {
+            str(path.relative_to(raw_dir)) if path.is_relative_to(raw_dir) else str(path): file_digest(path)
+            for part in parts
+            for path in part.inputs
+        },
+    }
+    return _prepare(
+        out_dir,
+        parts,
+        source,
+        vocab_size=vocab_size,
+        seed=seed,
+        workers=workers,
+        min_frames=min_frames,
+        max_train_frames=max_train_frames,
+        valid_splits=["valid"],
+        test_splits=splits[2:],
+    )
 
 
-def prepare_librispeech(out_dir: str | Path, *, splits: Iterable[str] = tuple(HUB_SPLITS),
-                        vocab_size: int = DEFAULT_VOCAB_SIZE, seed: int = 1, workers: int | None = None,
-                        dataset: str = HUB_DATASET, config: str = HUB_CONFIG, revision: str | None = None,
-                        data_files: dict[str, list[str]] | None = None, cache_dir: str | None = None,
-                        min_frames: int = MIN_FRAMES, max_train_frames: int = MAX_TRAIN_FRAMES) -> Path:
+def prepare_librispeech(
+    out_dir: str | Path,
+    *,
+    splits: Iterable[str] = tuple(HUB_SPLITS),
+    vocab_size: int = DEFAULT_VOCAB_SIZE,
+    seed: int = 1,
+    workers: int | None = None,
+    dataset: str = HUB_DATASET,
+    config: str = HUB_CONFIG,
+    revision: str | None = None,
+    data_files: dict[str, list[str]] | None = None,
+    cache_dir: str | None = None,
+    min_frames: int = MIN_FRAMES,
+    max_train_frames: int = MAX_TRAIN_FRAMES,
+) -> Path:
     """Stream the chosen LibriSpeech Hub ``splits`` (names of :data:`HUB_SPLITS`) into ``out_dir``.
 
     ``data_files`` maps Hub split names to local parquet files with the Hub's layout; given, the
@@ -344,13 +473,34 @@ def prepare_librispeech(out_dir: str | Path, *, splits: Iterable[str] = tuple(HU
         split, name = HUB_SPLITS[hub_split]
         files = None if data_files is None else [str(f) for f in data_files[hub_split]]
         params = {"source": "hub", "dataset": dataset, "config": config, "revision": revision, "split": hub_split}
-        parts.append(Part(name, split, lambda s=hub_split, f=files: iter_hub_split(
-            s, dataset=dataset, config=config, revision=revision, data_files=f, cache_dir=cache_dir),
-            params, [Path(f) for f in files] if files else [],
-            expected=sizes[hub_split] if data_files is None and dataset == HUB_DATASET else None))
-    source = {"kind": "hub", "dataset": dataset, "config": config, "revision": revision,
-              "data_files": None if data_files is None else
-              {s: [file_digest(f) for f in data_files[s]] for s in splits}}
-    return _prepare(out_dir, parts, source, vocab_size=vocab_size, seed=seed, workers=workers,
-                    min_frames=min_frames, max_train_frames=max_train_frames,
-                    valid_splits=["dev_clean", "dev_other"], test_splits=["test_clean", "test_other"])
+        parts.append(
+            Part(
+                name,
+                split,
+                lambda s=hub_split, f=files: iter_hub_split(
+                    s, dataset=dataset, config=config, revision=revision, data_files=f, cache_dir=cache_dir
+                ),
+                params,
+                [Path(f) for f in files] if files else [],
+                expected=sizes[hub_split] if data_files is None and dataset == HUB_DATASET else None,
+            )
+        )
+    source = {
+        "kind": "hub",
+        "dataset": dataset,
+        "config": config,
+        "revision": revision,
+        "data_files": None if data_files is None else {s: [file_digest(f) for f in data_files[s]] for s in splits},
+    }
+    return _prepare(
+        out_dir,
+        parts,
+        source,
+        vocab_size=vocab_size,
+        seed=seed,
+        workers=workers,
+        min_frames=min_frames,
+        max_train_frames=max_train_frames,
+        valid_splits=["dev_clean", "dev_other"],
+        test_splits=["test_clean", "test_other"],
+    )

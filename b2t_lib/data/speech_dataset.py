@@ -7,12 +7,13 @@ A batch of :math:`B` utterances with :math:`T_i` feature frames and targets
   (:func:`b2t_lib.data.audio.utterance_cmvn`), zero-padded after its :math:`T_i` frames
   (zero is also the mean after CMVN); ``src_lengths`` ``(B,)`` holds the :math:`T_i`;
 * ``target`` / ``prev_output_tokens`` ``(B, U_max + 1)`` exactly as for translation
-  (:mod:`.dataset`): teacher forcing, the decoder input starts with ``</s>``.
+  (:mod:`.translation_dataset`): teacher forcing, the decoder input starts with ``</s>``.
 
 Batches are frame-based, fairseq S2T's ``--max-tokens``: a batch's padded cost
 :math:`B \cdot \max_i \max(T_i, U_i + 1) \le` ``max_tokens``; the frame count always dominates, so
 the reference's ``--max-tokens 40000`` means 40,000 frames (400 s of audio) per batch.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -43,8 +44,11 @@ def load_speech_split(data_dir: str | Path, split: str, *, verify: bool = True) 
     data_dir = Path(data_dir)
 
     def needed(manifest: dict) -> list[str]:
-        return [SPM_MODEL] + [str(f.relative_to(data_dir)) for part in manifest["parts"][split]
-                              for f in part_files(data_dir, part).values()]
+        return [SPM_MODEL] + [
+            str(f.relative_to(data_dir))
+            for part in manifest["parts"][split]
+            for f in part_files(data_dir, part).values()
+        ]
 
     return SpeechDataset(data_dir, split, SPEECH_DATA.open_split(data_dir, split, needed, verify=verify))
 
@@ -81,35 +85,56 @@ class SpeechDataset:
 
         def parts(kind: str) -> _Parts:
             return _Parts([RaggedArray(f[kind], f[f"{kind}.offsets"]) for f in files])
+
         self.features, self.texts, self.ids, self.targets = parts("fbank"), parts("text"), parts("ids"), parts("tgt")
         if not len(self.features) == len(self.texts) == len(self.ids) == len(self.targets):
             raise ValueError(f"{data_dir}: the files of split {split!r} disagree in length; re-run the preparation")
-        self.src_sizes: np.ndarray = self.features.sizes   # (n,) feature frames per utterance
-        self.tgt_sizes: np.ndarray = self.targets.sizes    # (n,) target pieces per utterance, EOS included
+        self.src_sizes: np.ndarray = self.features.sizes  # (n,) feature frames per utterance
+        self.tgt_sizes: np.ndarray = self.targets.sizes  # (n,) target pieces per utterance, EOS included
 
     def __len__(self) -> int:
         return len(self.features)
 
     def __repr__(self) -> str:
         hours = self.src_sizes.sum() * self.manifest["frame_shift_ms"] / 1000 / 3600
-        return (f"SpeechDataset({self.split!r}, {len(self)} utterances, {hours:.2f} h, "
-                f"vocab {len(self.vocab)})")
+        return f"SpeechDataset({self.split!r}, {len(self)} utterances, {hours:.2f} h, vocab {len(self.vocab)})"
 
     def raw_features(self, i: int) -> np.ndarray:
         """Stored fbank of utterance ``i``: ``(frames, 80)`` float16, before CMVN."""
         return self.features[i]
 
     def __getitem__(self, i: int) -> dict:
-        return {"id": i, "features": utterance_cmvn(self.features[i]),                # (frames, 80)
-                "target": torch.from_numpy(self.targets[i].astype(np.int64))}        # (pieces + 1,)
+        return {
+            "id": i,
+            "features": utterance_cmvn(self.features[i]),  # (frames, 80)
+            "target": torch.from_numpy(self.targets[i].astype(np.int64)),
+        }  # (pieces + 1,)
 
     # ------------------------------------------------------------------ batches
-    def batches(self, max_tokens: int, *, shuffle: bool = True, seed: int = 1, epoch: int = 0,
-                rank: int = 0, world_size: int = 1, max_sentences: int | None = None) -> list[list[int]]:
+    def batches(
+        self,
+        max_tokens: int,
+        *,
+        shuffle: bool = True,
+        seed: int = 1,
+        epoch: int = 0,
+        rank: int = 0,
+        world_size: int = 1,
+        max_sentences: int | None = None,
+    ) -> list[list[int]]:
         """Index batches with ``n_utterances * max(frames, target length) <= max_tokens`` (frames dominate);
         see :func:`b2t_lib.data.batching.token_batches`."""
-        return token_batches(self.src_sizes, self.tgt_sizes, max_tokens, shuffle=shuffle, seed=seed,
-                             epoch=epoch, rank=rank, world_size=world_size, max_sentences=max_sentences)
+        return token_batches(
+            self.src_sizes,
+            self.tgt_sizes,
+            max_tokens,
+            shuffle=shuffle,
+            seed=seed,
+            epoch=epoch,
+            rank=rank,
+            world_size=world_size,
+            max_sentences=max_sentences,
+        )
 
     def collate(self, indices: list[int]) -> dict:
         """Pad a batch into tensors (module docstring): ``features``, ``src_lengths``, ``target``,
@@ -120,19 +145,19 @@ class SpeechDataset:
         batch_size = len(items)
         src_lengths = torch.tensor([len(item["features"]) for item in items], dtype=torch.long)
         tgt_lengths = [len(item["target"]) for item in items]
-        features = torch.zeros(batch_size, int(src_lengths.max()), NUM_MEL_BINS)   # (B, T, 80)
+        features = torch.zeros(batch_size, int(src_lengths.max()), NUM_MEL_BINS)  # (B, T, 80)
         target = torch.full((batch_size, max(tgt_lengths)), PAD, dtype=torch.long)  # (B, U)
-        prev_output_tokens = torch.full_like(target, PAD)                           # (B, U)
+        prev_output_tokens = torch.full_like(target, PAD)  # (B, U)
         for row, item in enumerate(items):
             features[row, : len(item["features"])] = item["features"]
             t = item["target"]
-            target[row, : len(t)] = t                       # y_1 .. y_U, </s>
-            prev_output_tokens[row, 0] = EOS                # </s>, y_1 .. y_U
-            prev_output_tokens[row, 1: len(t)] = t[:-1]
+            target[row, : len(t)] = t  # y_1 .. y_U, </s>
+            prev_output_tokens[row, 0] = EOS  # </s>, y_1 .. y_U
+            prev_output_tokens[row, 1 : len(t)] = t[:-1]
         return {
-            "id": torch.tensor(indices, dtype=torch.long),   # (B,)
+            "id": torch.tensor(indices, dtype=torch.long),  # (B,)
             "features": features,
-            "src_lengths": src_lengths,                      # (B,) frames
+            "src_lengths": src_lengths,  # (B,) frames
             "target": target,
             "prev_output_tokens": prev_output_tokens,
             "ntokens": int(sum(tgt_lengths)),

@@ -14,6 +14,7 @@ the path or the bytes of an audio file, ``name`` what messages call it.
   utterances (default: the audio path). Splits ``train`` and ``valid`` are required, every other
   ``.tsv`` is a test split.
 """
+
 from __future__ import annotations
 
 import csv
@@ -34,8 +35,15 @@ HUB_SPLITS = {
     "test.clean": ("test_clean", "test_clean"),
     "test.other": ("test_other", "test_other"),
 }
-HUB_SPLIT_SIZES = {"train.clean.100": 28539, "train.clean.360": 104014, "train.other.500": 148688,
-                   "validation.clean": 2703, "validation.other": 2864, "test.clean": 2620, "test.other": 2939}
+HUB_SPLIT_SIZES = {
+    "train.clean.100": 28539,
+    "train.clean.360": 104014,
+    "train.other.500": 148688,
+    "validation.clean": 2703,
+    "validation.other": 2864,
+    "test.clean": 2620,
+    "test.other": 2939,
+}
 
 
 def librispeech_sizes() -> dict[str, int]:
@@ -59,8 +67,10 @@ def find_tsv_splits(raw_dir: Path) -> list[str]:
     names = {p.stem for p in raw_dir.glob("*.tsv")}
     for required in ("train", "valid"):
         if required not in names:
-            raise FileNotFoundError(f"{raw_dir} needs {required}.tsv (columns 'audio' and 'text', tab-separated, "
-                                    f"with a header); found: {sorted(names) or 'no .tsv file'}")
+            raise FileNotFoundError(
+                f"{raw_dir} needs {required}.tsv (columns 'audio' and 'text', tab-separated, "
+                f"with a header); found: {sorted(names) or 'no .tsv file'}"
+            )
     tests = sorted(names - {"train", "valid"})
     if not tests:
         raise FileNotFoundError(f"{raw_dir} has no test split: add e.g. test.tsv next to train.tsv and valid.tsv")
@@ -77,16 +87,20 @@ def read_tsv_split(raw_dir: Path, split: str) -> list[Utterance]:
         raise ValueError(f"{path} is empty; it needs a header line 'audio<TAB>text' and one line per utterance")
     header = [name.strip() for name in rows[0]]
     if "audio" not in header or "text" not in header or len(set(header)) != len(header):
-        raise ValueError(f"{path}: wrong header {rows[0]!r}; the first line must name the tab-separated "
-                         f"columns 'audio' and 'text' once each (e.g. 'audio<TAB>text')")
+        raise ValueError(
+            f"{path}: wrong header {rows[0]!r}; the first line must name the tab-separated "
+            f"columns 'audio' and 'text' once each (e.g. 'audio<TAB>text')"
+        )
     col = {name: i for i, name in enumerate(header)}
     utterances, missing = [], []
     for lineno, row in enumerate(rows[1:], start=2):
         if not row or row == [""]:
             continue
         if len(row) != len(header):
-            raise ValueError(f"{path}:{lineno}: {len(row)} tab-separated fields, the header has {len(header)} "
-                             f"({', '.join(header)}); a transcript may not contain a tab")
+            raise ValueError(
+                f"{path}:{lineno}: {len(row)} tab-separated fields, the header has {len(header)} "
+                f"({', '.join(header)}); a transcript may not contain a tab"
+            )
         rel = row[col["audio"]].strip()
         audio = raw_dir / rel
         if not rel or not audio.is_file():
@@ -96,14 +110,21 @@ def read_tsv_split(raw_dir: Path, split: str) -> list[Utterance]:
         utterances.append((uid, str(audio), str(audio), row[col["text"]]))
     if missing:
         shown = "\n  ".join(missing[:10]) + (f"\n  ... and {len(missing) - 10} more" if len(missing) > 10 else "")
-        raise ValueError(f"{len(missing)} audio file(s) listed in {path} do not exist (paths are relative to "
-                         f"{raw_dir}):\n  {shown}")
+        raise ValueError(
+            f"{len(missing)} audio file(s) listed in {path} do not exist (paths are relative to {raw_dir}):\n  {shown}"
+        )
     return utterances
 
 
-def iter_hub_split(hub_split: str, *, dataset: str = HUB_DATASET, config: str = HUB_CONFIG,
-                   revision: str | None = None, data_files: list[str] | None = None,
-                   cache_dir: str | None = None) -> Iterator[Utterance]:
+def iter_hub_split(
+    hub_split: str,
+    *,
+    dataset: str = HUB_DATASET,
+    config: str = HUB_CONFIG,
+    revision: str | None = None,
+    data_files: list[str] | None = None,
+    cache_dir: str | None = None,
+) -> Iterator[Utterance]:
     """Stream the utterances of one LibriSpeech Hub split as FLAC bytes (never decoded by ``datasets``).
 
     ``data_files`` reads local parquet files with the Hub's column layout instead (tests, mirrors).
@@ -111,8 +132,9 @@ def iter_hub_split(hub_split: str, *, dataset: str = HUB_DATASET, config: str = 
     from datasets import Audio, load_dataset
 
     if data_files is not None:
-        ds = load_dataset("parquet", data_files={hub_split: list(data_files)}, split=hub_split, streaming=True,
-                          cache_dir=cache_dir)
+        ds = load_dataset(
+            "parquet", data_files={hub_split: list(data_files)}, split=hub_split, streaming=True, cache_dir=cache_dir
+        )
     else:
         ds = load_dataset(dataset, config, split=hub_split, revision=revision, streaming=True, cache_dir=cache_dir)
     ds = ds.cast_column("audio", Audio(decode=False))

@@ -14,6 +14,7 @@ then SentencePiece refuses ("Vocabulary size too high (N). Please set it to a va
 Training is made reproducible: one thread (multi-threaded EM sums in a varying order) and a fixed
 seed for SentencePiece's sentence shuffling, so the same transcripts give a byte-identical model.
 """
+
 from __future__ import annotations
 
 import io
@@ -31,14 +32,20 @@ class VocabularySizeError(ValueError):
 
     def __init__(self, requested: int, largest: int | None, detail: str) -> None:
         self.requested, self.largest = requested, largest
-        hint = (f"the largest these transcripts support is {largest}: pass --vocab-size {largest} or smaller"
-                if largest is not None else "use a smaller --vocab-size")
-        super().__init__(f"a SentencePiece vocabulary of {requested} pieces is too large for the training "
-                         f"transcripts; {hint} (sentencepiece: {detail})")
+        hint = (
+            f"the largest these transcripts support is {largest}: pass --vocab-size {largest} or smaller"
+            if largest is not None
+            else "use a smaller --vocab-size"
+        )
+        super().__init__(
+            f"a SentencePiece vocabulary of {requested} pieces is too large for the training "
+            f"transcripts; {hint} (sentencepiece: {detail})"
+        )
 
 
-def train_sentencepiece(sentences: Iterable[str], vocab_size: int, *, seed: int = 1,
-                        model_type: str = "unigram") -> bytes:
+def train_sentencepiece(
+    sentences: Iterable[str], vocab_size: int, *, seed: int = 1, model_type: str = "unigram"
+) -> bytes:
     """Train SentencePiece on ``sentences`` (already lower-cased); return the serialized model.
 
     Deterministic for the same sentences, ``vocab_size``, ``seed`` and sentencepiece version.
@@ -50,18 +57,29 @@ def train_sentencepiece(sentences: Iterable[str], vocab_size: int, *, seed: int 
     spm.set_random_generator_seed(seed)
     try:
         spm.SentencePieceTrainer.train(
-            sentence_iterator=iter(sentences), model_writer=model, model_type=model_type,
-            vocab_size=vocab_size, character_coverage=1.0, bos_id=BOS, pad_id=PAD, eos_id=EOS, unk_id=UNK,
-            num_threads=1, minloglevel=2)
+            sentence_iterator=iter(sentences),
+            model_writer=model,
+            model_type=model_type,
+            vocab_size=vocab_size,
+            character_coverage=1.0,
+            bos_id=BOS,
+            pad_id=PAD,
+            eos_id=EOS,
+            unk_id=UNK,
+            num_threads=1,
+            minloglevel=2,
+        )
     except RuntimeError as error:
         match = re.search(r"Vocabulary size too high \((\d+)\)\. Please set it to a value <= (\d+)", str(error))
         if match:
             raise VocabularySizeError(vocab_size, int(match.group(2)), str(error).strip()) from None
         match = re.search(r"smaller than required_chars\. (\d+) vs (\d+)", str(error))
         if match:
-            raise ValueError(f"vocab_size={vocab_size} is too small: the transcripts have {match.group(2)} distinct "
-                             f"characters and special symbols, and character_coverage=1.0 keeps every one; pass "
-                             f"--vocab-size {match.group(2)} or more") from None
+            raise ValueError(
+                f"vocab_size={vocab_size} is too small: the transcripts have {match.group(2)} distinct "
+                f"characters and special symbols, and character_coverage=1.0 keeps every one; pass "
+                f"--vocab-size {match.group(2)} or more"
+            ) from None
         raise
     return model.getvalue()
 
@@ -78,8 +96,10 @@ class SpeechVocabulary(SpecialIds):
         self.sp = spm.SentencePieceProcessor(model_proto=model_proto)
         specials = (self.sp.bos_id(), self.sp.pad_id(), self.sp.eos_id(), self.sp.unk_id())
         if specials != (BOS, PAD, EOS, UNK):
-            raise ValueError(f"this SentencePiece model has special ids {specials}, the library needs "
-                             f"{(BOS, PAD, EOS, UNK)} (<s>, <pad>, </s>, <unk>); prepare the data again")
+            raise ValueError(
+                f"this SentencePiece model has special ids {specials}, the library needs "
+                f"{(BOS, PAD, EOS, UNK)} (<s>, <pad>, </s>, <unk>); prepare the data again"
+            )
 
     @classmethod
     def load(cls, path: str | Path) -> "SpeechVocabulary":

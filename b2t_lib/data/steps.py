@@ -22,6 +22,7 @@ has the recorded size and checksum. :meth:`DataFormat.start` returns nothing for
 manifest and hands out the :class:`StepRunner`; :meth:`DataFormat.open_split` checks a split's files before a
 loader reads them.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -37,7 +38,7 @@ from ..files import read_json, write_json_atomic  # noqa: F401  (re-exported for
 
 log = logging.getLogger("b2t_lib.data")
 
-MANIFEST = "manifest.json"     # every prepared data set's manifest: written last, its presence means "ready"
+MANIFEST = "manifest.json"  # every prepared data set's manifest: written last, its presence means "ready"
 
 _DIGEST_CACHE: dict[tuple, str] = {}
 
@@ -81,15 +82,24 @@ def file_problem(path: Path, expected: dict, *, check_digest: bool = True) -> st
     return None
 
 
-def manifest_problem(out_dir: Path, manifest_name: str, data_format: str, params: dict | None = None, *,
-                     check_digest: bool = True, only: list[str] | None = None) -> str | None:
+def manifest_problem(
+    out_dir: Path,
+    manifest_name: str,
+    data_format: str,
+    params: dict | None = None,
+    *,
+    check_digest: bool = True,
+    only: list[str] | None = None,
+) -> str | None:
     """Why ``out_dir`` is not a finished data set of ``data_format`` prepared with ``params``
     (``None`` if it is): its manifest must exist, name the format and the parameters, and every file it
     records (or those in ``only``) must have the recorded size and checksum."""
     manifest = read_json(out_dir / manifest_name)
     if manifest is None or manifest.get("format") != data_format:
-        return (f"{out_dir / manifest_name} is missing, unreadable or not a {data_format} manifest "
-                f"(preparation never finished)")
+        return (
+            f"{out_dir / manifest_name} is missing, unreadable or not a {data_format} manifest "
+            f"(preparation never finished)"
+        )
     if params is not None and manifest.get("params") != params:
         return "the preparation parameters or the source files changed"
     for rel, expected in manifest["files"].items():
@@ -126,7 +136,7 @@ class StepRunner:
     def __init__(self, root: Path, work_dir: Path) -> None:
         self.root = root
         self.records = work_dir / "steps"
-        self.ran: list[str] = []       # names of steps that ran in this process (tests, logs)
+        self.ran: list[str] = []  # names of steps that ran in this process (tests, logs)
         self.skipped: list[str] = []
 
     def _rel(self, path: Path) -> str:
@@ -152,8 +162,9 @@ class StepRunner:
                 return False
         return True
 
-    def run(self, name: str, params: dict, inputs: list[Path], outputs: list[Path],
-            build: Callable[[list[Path]], None]) -> None:
+    def run(
+        self, name: str, params: dict, inputs: list[Path], outputs: list[Path], build: Callable[[list[Path]], None]
+    ) -> None:
         """Skip step ``name`` if done; else call ``build(tmp_outputs)`` and record the result.
 
         The step holds a lock (``work_dir/steps/<name>.lock``, ``flock``) while it checks and builds, so two
@@ -164,7 +175,7 @@ class StepRunner:
             raise FileNotFoundError(f"step {name} needs {missing[0]}, which does not exist")
         self.records.mkdir(parents=True, exist_ok=True)
         with open(self.records / f"{name}.lock", "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)       # released when the file closes
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
             self._run_locked(name, params, inputs, outputs, build)
 
     def _run_locked(self, name, params, inputs, outputs, build) -> None:
@@ -195,8 +206,9 @@ class DataFormat:
     kind: str
     how_to_prepare: str
 
-    def problem(self, out_dir: Path, params: dict | None = None, *, check_digest: bool = True,
-                only: list[str] | None = None) -> str | None:
+    def problem(
+        self, out_dir: Path, params: dict | None = None, *, check_digest: bool = True, only: list[str] | None = None
+    ) -> str | None:
         """Why ``out_dir`` is not a ready data set of this format prepared with ``params`` (``None`` if it is)."""
         return manifest_problem(Path(out_dir), MANIFEST, self.tag, params, check_digest=check_digest, only=only)
 
@@ -219,11 +231,13 @@ class DataFormat:
         if manifest is None or manifest.get("format") != self.tag:
             raise FileNotFoundError(
                 f"{data_dir} is not a prepared {self.kind} (no readable {MANIFEST}): either it was never prepared "
-                f"or the preparation did not finish. {self.how_to_prepare} into that folder")
+                f"or the preparation did not finish. {self.how_to_prepare} into that folder"
+            )
         return manifest
 
-    def open_split(self, data_dir: str | Path, split: str, needed: Callable[[dict], list[str]], *,
-                   verify: bool = True) -> dict:
+    def open_split(
+        self, data_dir: str | Path, split: str, needed: Callable[[dict], list[str]], *, verify: bool = True
+    ) -> dict:
         """The manifest of ``data_dir`` once ``split`` is one of its splits and the files ``needed(manifest)``
         (paths relative to ``data_dir``) have their recorded sizes and, unless ``verify=False``, checksums
         (about one second per GB). Damaged data raises instead of being read."""
@@ -234,8 +248,10 @@ class DataFormat:
         clear_digest_cache()
         problem = self.problem(data_dir, check_digest=verify, only=needed(manifest))
         if problem:
-            raise ValueError(f"{data_dir} is damaged: {problem}. Re-run the same preparation command; it detects "
-                             f"the damage and rebuilds what is needed")
+            raise ValueError(
+                f"{data_dir} is damaged: {problem}. Re-run the same preparation command; it detects "
+                f"the damage and rebuilds what is needed"
+            )
         return manifest
 
 
@@ -244,5 +260,8 @@ def parameter_defaults(function: Callable) -> dict:
     from the ``prepare_*`` function they call, so a default is decided once, in its signature."""
     import inspect
 
-    return {name: p.default for name, p in inspect.signature(function).parameters.items()
-            if p.default is not inspect.Parameter.empty}
+    return {
+        name: p.default
+        for name, p in inspect.signature(function).parameters.items()
+        if p.default is not inspect.Parameter.empty
+    }

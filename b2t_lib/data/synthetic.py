@@ -22,6 +22,7 @@ Everything is deterministic for a seed: the same seed gives the same lexicon and
 another seed a different lexicon and different sentences. Sentences are unique across the
 splits, so test BLEU measures generalization, not memorization.
 """
+
 from __future__ import annotations
 
 import random
@@ -35,8 +36,14 @@ friend brother sister mother father neighbor driver house car tree garden river 
 book letter table chair window door apple bread cheese flower road bridge ship train boat
 stone hat coat shoe cup bottle box key lamp clock bed ball song picture cake egg forest
 mountain lake field castle tower church market""".split()
-IRREGULAR_PLURALS = {"mouse": "mice", "sheep": "sheep", "child": "children", "man": "men",
-                     "woman": "women", "wolf": "wolves"}
+IRREGULAR_PLURALS = {
+    "mouse": "mice",
+    "sheep": "sheep",
+    "child": "children",
+    "man": "men",
+    "woman": "women",
+    "wolf": "wolves",
+}
 ADJECTIVES = """big small old young red green blue black white happy sad quiet loud fast slow
 tall short warm cold new strange clever brave kind angry tired hungry rich poor beautiful
 ugly heavy light dark bright clean dirty famous friendly lazy busy wild gentle proud
@@ -45,26 +52,41 @@ TRANSITIVE = """see like find help visit carry paint buy sell call watch follow 
 love hate draw build open close wash clean catch throw hold read bring take meet""".split()
 INTRANSITIVE = "sleep run sing dance wait laugh swim work smile travel cry jump rest eat play".split()
 # Preposition -> (target word, case it governs): dative for most, accusative for a few.
-PREPOSITIONS = {"in": ("in", "dat"), "on": ("auf", "dat"), "near": ("bei", "dat"),
-                "behind": ("hinter", "dat"), "under": ("unter", "dat"), "with": ("mit", "dat"),
-                "from": ("von", "dat"), "without": ("ohne", "acc"), "for": ("für", "acc"),
-                "through": ("durch", "acc"), "around": ("um", "acc")}
+PREPOSITIONS = {
+    "in": ("in", "dat"),
+    "on": ("auf", "dat"),
+    "near": ("bei", "dat"),
+    "behind": ("hinter", "dat"),
+    "under": ("unter", "dat"),
+    "with": ("mit", "dat"),
+    "from": ("von", "dat"),
+    "without": ("ohne", "acc"),
+    "for": ("für", "acc"),
+    "through": ("durch", "acc"),
+    "around": ("um", "acc"),
+}
 ADVERBS = "today often always again now here there tomorrow yesterday quickly slowly together".split()
 CONJUNCTIONS = {"and": "und", "but": "aber", "because": "denn"}
-DETERMINERS = ("the", "a", "this", "my")   # lemma; 'a' is 'a'/'an' (sg) or 'some' (pl)
+DETERMINERS = ("the", "a", "this", "my")  # lemma; 'a' is 'a'/'an' (sg) or 'some' (pl)
 
-GENERATOR_VERSION = 1   # bump when the grammar changes, so prepared data is regenerated
+GENERATOR_VERSION = 1  # bump when the grammar changes, so prepared data is regenerated
 GENDERS = ("m", "f", "n")
 # Target determiners and endings, indexed by case and by gender (or 'pl').
-DEFINITE = {"nom": {"m": "der", "f": "die", "n": "das", "pl": "die"},
-            "acc": {"m": "den", "f": "die", "n": "das", "pl": "die"},
-            "dat": {"m": "dem", "f": "der", "n": "dem", "pl": "den"}}
-STRONG_ENDING = {"nom": {"m": "er", "f": "e", "n": "es", "pl": "e"},   # dies-, adjectives
-                 "acc": {"m": "en", "f": "e", "n": "es", "pl": "e"},
-                 "dat": {"m": "em", "f": "er", "n": "em", "pl": "en"}}
-EIN_ENDING = {"nom": {"m": "", "f": "e", "n": "", "pl": "e"},             # ein-, mein-
-              "acc": {"m": "en", "f": "e", "n": "", "pl": "e"},
-              "dat": {"m": "em", "f": "er", "n": "em", "pl": "en"}}
+DEFINITE = {
+    "nom": {"m": "der", "f": "die", "n": "das", "pl": "die"},
+    "acc": {"m": "den", "f": "die", "n": "das", "pl": "die"},
+    "dat": {"m": "dem", "f": "der", "n": "dem", "pl": "den"},
+}
+STRONG_ENDING = {
+    "nom": {"m": "er", "f": "e", "n": "es", "pl": "e"},  # dies-, adjectives
+    "acc": {"m": "en", "f": "e", "n": "es", "pl": "e"},
+    "dat": {"m": "em", "f": "er", "n": "em", "pl": "en"},
+}
+EIN_ENDING = {
+    "nom": {"m": "", "f": "e", "n": "", "pl": "e"},  # ein-, mein-
+    "acc": {"m": "en", "f": "e", "n": "", "pl": "e"},
+    "dat": {"m": "em", "f": "er", "n": "em", "pl": "en"},
+}
 PLURAL_SUFFIX = {"m": "e", "f": "en", "n": "er"}
 
 _ONSETS = "b d f g h k l m n p r s t w z sch st br kr tr pf fl gr".split()
@@ -74,7 +96,7 @@ _CODAS = ["", "", "", "n", "r", "l", "s", "t", "ch", "ng", "m"]
 
 @dataclass(frozen=True)
 class NounPhrase:
-    determiner: str                  # one of DETERMINERS
+    determiner: str  # one of DETERMINERS
     adjectives: tuple[str, ...]
     noun: str
     plural: bool
@@ -93,7 +115,7 @@ class Clause:
 @dataclass(frozen=True)
 class Sentence:
     clauses: tuple[Clause, ...]
-    conjunction: str | None = None   # joins clauses[0] and clauses[1]
+    conjunction: str | None = None  # joins clauses[0] and clauses[1]
     punctuation: str = "."
 
 
@@ -122,7 +144,7 @@ class SyntheticLanguagePair:
         rng = random.Random(f"lexicon-{seed}")
         reserved = {w for table in (DEFINITE,) for row in table.values() for w in row.values()}
         reserved |= {t for t, _ in PREPOSITIONS.values()} | set(CONJUNCTIONS.values())
-        self.lexicon: dict[str, str] = {}   # source lemma -> target stem
+        self.lexicon: dict[str, str] = {}  # source lemma -> target stem
         used: set[str] = set(reserved)
         for lemma in NOUNS + ADJECTIVES + TRANSITIVE + INTRANSITIVE + ADVERBS:
             if lemma in self.lexicon:
@@ -136,8 +158,7 @@ class SyntheticLanguagePair:
     def _pseudo_word(rng: random.Random, used: set[str]) -> str:
         while True:
             syllables = rng.choice((1, 2, 2))
-            word = "".join(rng.choice(_ONSETS) + rng.choice(_VOWELS) + rng.choice(_CODAS)
-                           for _ in range(syllables))
+            word = "".join(rng.choice(_ONSETS) + rng.choice(_VOWELS) + rng.choice(_CODAS) for _ in range(syllables))
             if word not in used and len(word) >= 3:
                 return word
 
@@ -167,7 +188,7 @@ class SyntheticLanguagePair:
                 clauses += (self.sample_clause(rng),)
                 conjunction = rng.choice(sorted(CONJUNCTIONS))
             sentence = Sentence(clauses, conjunction, rng.choice((".", ".", ".", ".", "!")))
-            if len(self.source_words(sentence)) - 1 <= max_words:   # punctuation not counted
+            if len(self.source_words(sentence)) - 1 <= max_words:  # punctuation not counted
                 return sentence
 
     # ------------------------------------------------------------------ English side
@@ -202,7 +223,7 @@ class SyntheticLanguagePair:
     # ------------------------------------------------------------------ pseudo-German side
     def _target_np(self, np_: NounPhrase, case: str) -> list[str]:
         gender = self.gender[np_.noun]
-        slot = "pl" if np_.plural else gender               # agreement slot: gender or plural
+        slot = "pl" if np_.plural else gender  # agreement slot: gender or plural
         stem = self.lexicon[np_.noun]
         noun = (stem + PLURAL_SUFFIX[gender] if np_.plural else stem).capitalize()
         if np_.determiner == "the":
@@ -218,9 +239,9 @@ class SyntheticLanguagePair:
         return [det, noun, *adjectives]
 
     def _target_clause(self, c: Clause) -> list[str]:
-        verb = self.lexicon[c.verb] + ("en" if c.subject.plural else "t")   # subject-verb agreement
+        verb = self.lexicon[c.verb] + ("en" if c.subject.plural else "t")  # subject-verb agreement
         words = self._target_np(c.subject, "nom") + [verb]
-        if c.adverb:                                                      # adverb right after verb
+        if c.adverb:  # adverb right after verb
             words.append(self.lexicon[c.adverb])
         if c.obj:
             words += self._target_np(c.obj, "acc")
@@ -245,8 +266,9 @@ def _detokenize(words: list[str]) -> str:
     return text[0].upper() + text[1:]
 
 
-def draw_distinct_pairs(n: int, draw: Callable[[], tuple[str, str]], seen: set[str], what: str
-                        ) -> list[tuple[str, str]]:
+def draw_distinct_pairs(
+    n: int, draw: Callable[[], tuple[str, str]], seen: set[str], what: str
+) -> list[tuple[str, str]]:
     """``n`` pairs from ``draw()`` whose first sides are distinct and not in ``seen`` (each one
     produced is added to it: that keeps train, valid and test disjoint)."""
     out: list[tuple[str, str]] = []
@@ -270,8 +292,9 @@ def generate_synthetic_pairs(n: int, seed: int = 0, *, skip: set[str] | None = N
     """
     pair = SyntheticLanguagePair(seed)
     rng = random.Random(f"sentences-{seed}-{len(skip) if skip else 0}")
-    return draw_distinct_pairs(n, lambda: pair.render(pair.sample_sentence(rng)),
-                               skip if skip is not None else set(), "sentences")
+    return draw_distinct_pairs(
+        n, lambda: pair.render(pair.sample_sentence(rng)), skip if skip is not None else set(), "sentences"
+    )
 
 
 def synthetic_splits(*, n_train: int, n_valid: int, n_test: int, seed: int) -> dict[str, list[tuple[str, str]]]:
@@ -287,9 +310,41 @@ def synthetic_splits(*, n_train: int, n_valid: int, n_test: int, seed: int) -> d
     return splits
 
 
-def prepare_synthetic_mt(out_dir: str | Path, *, n_train: int = 30_000, n_valid: int = 500, n_test: int = 500,
-                         seed: int = 0, bpe_vocab_size: int = 1000, workers: int | None = None,
-                         src_lang: str = "en", tgt_lang: str = "de") -> Path:
+def write_raw_pairs(
+    out_dir: Path, step: str, params: dict, suffixes: tuple[str, str], make_splits: Callable[[], dict]
+) -> Path:
+    """Write the generated pairs of ``make_splits()`` (``{split: [(a, b), ...]}`` for train, valid and test) as
+    ``out_dir/raw/<split>.<suffix>``, one side per file, in one restartable step (skipped when ``params`` are
+    unchanged and the files intact); return the raw folder the pipelines read."""
+    from .steps import StepRunner, clear_digest_cache
+
+    raw_dir = out_dir / "raw"
+    names = [(split, suffix) for split in ("train", "valid", "test") for suffix in suffixes]
+
+    def build(tmps: list[Path]) -> None:
+        splits = make_splits()
+        for (split, suffix), tmp in zip(names, tmps):
+            side = suffixes.index(suffix)
+            tmp.write_text("".join(pair[side] + "\n" for pair in splits[split]), encoding="utf-8")
+
+    clear_digest_cache()
+    outputs = [raw_dir / f"{split}.{suffix}" for split, suffix in names]
+    StepRunner(out_dir, out_dir / "work").run(step, params, [], outputs, build)
+    return raw_dir
+
+
+def prepare_synthetic_mt(
+    out_dir: str | Path,
+    *,
+    n_train: int = 30_000,
+    n_valid: int = 500,
+    n_test: int = 500,
+    seed: int = 0,
+    bpe_vocab_size: int = 1000,
+    workers: int | None = None,
+    src_lang: str = "en",
+    tgt_lang: str = "de",
+) -> Path:
     """Generate the synthetic corpus as raw text in ``out_dir/raw`` and prepare it like WMT.
 
     The raw files go through exactly the WMT pipeline (:func:`prepare_translation_data`: Moses,
@@ -298,22 +353,23 @@ def prepare_synthetic_mt(out_dir: str | Path, *, n_train: int = 30_000, n_valid:
     arguments only checks the files.
     """
     from .translation import prepare_translation_data
-    from .steps import StepRunner, clear_digest_cache
 
-    out_dir = Path(out_dir)
-    raw_dir = out_dir / "raw"
-    names = [(split, lang) for split in ("train", "valid", "test") for lang in (src_lang, tgt_lang)]
-    outputs = [raw_dir / f"{split}.{lang}" for split, lang in names]
-
-    def build(tmps: list[Path]) -> None:
-        splits = synthetic_splits(n_train=n_train, n_valid=n_valid, n_test=n_test, seed=seed)
-        for (split, lang), tmp in zip(names, tmps):
-            side = 0 if lang == src_lang else 1
-            tmp.write_text("".join(pair[side] + "\n" for pair in splits[split]), encoding="utf-8")
-
-    clear_digest_cache()
-    params = dict(n_train=n_train, n_valid=n_valid, n_test=n_test, seed=seed, src_lang=src_lang,
-                  tgt_lang=tgt_lang, generator=GENERATOR_VERSION)
-    StepRunner(out_dir, out_dir / "work").run("synthetic-corpus", params, [], outputs, build)
-    return prepare_translation_data(raw_dir, out_dir, src_lang=src_lang, tgt_lang=tgt_lang,
-                                    bpe_vocab_size=bpe_vocab_size, workers=workers)
+    params = dict(
+        n_train=n_train,
+        n_valid=n_valid,
+        n_test=n_test,
+        seed=seed,
+        src_lang=src_lang,
+        tgt_lang=tgt_lang,
+        generator=GENERATOR_VERSION,
+    )
+    raw_dir = write_raw_pairs(
+        Path(out_dir),
+        "synthetic-corpus",
+        params,
+        (src_lang, tgt_lang),
+        lambda: synthetic_splits(n_train=n_train, n_valid=n_valid, n_test=n_test, seed=seed),
+    )
+    return prepare_translation_data(
+        raw_dir, out_dir, src_lang=src_lang, tgt_lang=tgt_lang, bpe_vocab_size=bpe_vocab_size, workers=workers
+    )

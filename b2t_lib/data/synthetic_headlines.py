@@ -26,18 +26,31 @@ lower-cased and every digit becomes ``#``, as in Gigaword::
 Deterministic for a seed; articles are unique across train/valid/test (compared after digit
 normalization), and the test set of a seed does not depend on ``n_train``.
 """
+
 from __future__ import annotations
 
 import random
 from dataclasses import dataclass
 from pathlib import Path
 
-from .synthetic import Clause, Sentence, SyntheticLanguagePair, draw_distinct_pairs
+from .synthetic import Clause, Sentence, SyntheticLanguagePair, draw_distinct_pairs, write_raw_pairs
 from .text import digits_to_hash
 
-GENERATOR_VERSION = 1   # bump when the grammar changes, so prepared data is regenerated
-OPENERS = ("on monday", "on tuesday", "on wednesday", "on thursday", "on friday", "on saturday",
-           "on sunday", "last week", "last month", "this morning", "earlier today", "late on friday")
+GENERATOR_VERSION = 1  # bump when the grammar changes, so prepared data is regenerated
+OPENERS = (
+    "on monday",
+    "on tuesday",
+    "on wednesday",
+    "on thursday",
+    "on friday",
+    "on saturday",
+    "on sunday",
+    "last week",
+    "last month",
+    "this morning",
+    "earlier today",
+    "late on friday",
+)
 # How often an article has each part the headline drops (or, for the count, keeps). With these, a
 # headline holds about a third of its article's tokens, and copying the first k article tokens
 # or every content word scores far below a model that learned the rule (see the tests).
@@ -45,10 +58,27 @@ P_SECOND_CLAUSE, P_OPENER, P_SOURCE, P_COUNT, P_PAST, P_FRONT = 0.6, 0.5, 0.5, 0
 # Conjunctions joining the second clause -> whether its clause may come first ("because ..., X").
 CONJUNCTIONS = {"and": False, "but": False, "because": True, "while": True, "after": True, "although": True}
 # Articles report in the past tense half of the time; headlines always use the present.
-IRREGULAR_PAST = {"see": "saw", "find": "found", "buy": "bought", "sell": "sold", "know": "knew",
-                  "draw": "drew", "build": "built", "catch": "caught", "throw": "threw", "hold": "held",
-                  "read": "read", "bring": "brought", "take": "took", "meet": "met", "sleep": "slept",
-                  "run": "ran", "sing": "sang", "swim": "swam", "eat": "ate"}
+IRREGULAR_PAST = {
+    "see": "saw",
+    "find": "found",
+    "buy": "bought",
+    "sell": "sold",
+    "know": "knew",
+    "draw": "drew",
+    "build": "built",
+    "catch": "caught",
+    "throw": "threw",
+    "hold": "held",
+    "read": "read",
+    "bring": "brought",
+    "take": "took",
+    "meet": "met",
+    "sleep": "slept",
+    "run": "ran",
+    "sing": "sang",
+    "swim": "swam",
+    "eat": "ate",
+}
 
 
 def past_tense(verb: str) -> str:
@@ -60,26 +90,39 @@ def past_tense(verb: str) -> str:
     if verb.endswith("y") and verb[-2] not in "aeiou":
         return verb[:-1] + "ied"
     return verb + "ed"
-SOURCES = ("police", "officials", "witnesses", "the mayor", "a spokesman", "the report", "neighbors",
-           "the newspaper", "local media", "the ministry")
+
+
+SOURCES = (
+    "police",
+    "officials",
+    "witnesses",
+    "the mayor",
+    "a spokesman",
+    "the report",
+    "neighbors",
+    "the newspaper",
+    "local media",
+    "the ministry",
+)
 
 
 @dataclass(frozen=True)
 class Story:
     """One article: a sentence of the synthetic grammar plus the news-style extras."""
+
     sentence: Sentence
-    count: int | None = None        # replaces the determiner of a plural subject (e.g. 12)
-    opener: str | None = None       # "on monday", ... before the sentence
-    source: str | None = None       # "police", ... in a final ", <source> said"
-    past: bool = False              # the article's verbs in the past tense
-    fronted: bool = False           # the second (subordinate) clause comes first
+    count: int | None = None  # replaces the determiner of a plural subject (e.g. 12)
+    opener: str | None = None  # "on monday", ... before the sentence
+    source: str | None = None  # "police", ... in a final ", <source> said"
+    past: bool = False  # the article's verbs in the past tense
+    fronted: bool = False  # the second (subordinate) clause comes first
 
 
 class HeadlineTask:
     """Samples stories and renders (article, headline) pairs, Gigaword-style."""
 
     def __init__(self, seed: int = 0) -> None:
-        self.english = SyntheticLanguagePair(seed)   # the grammar and word lists of the MT task
+        self.english = SyntheticLanguagePair(seed)  # the grammar and word lists of the MT task
 
     def sample_story(self, rng: random.Random) -> Story:
         clauses = (self.english.sample_clause(rng),)
@@ -103,7 +146,7 @@ class HeadlineTask:
         if story.past:
             words[verb_at] = past_tense(clause.verb)
         if count is not None:
-            words[0] = str(count)             # "the old horses" -> "12 old horses"
+            words[0] = str(count)  # "the old horses" -> "12 old horses"
         return words
 
     def article_words(self, story: Story) -> list[str]:
@@ -112,7 +155,7 @@ class HeadlineTask:
         main = self._clause_words(s.clauses[0], story, story.count)
         if s.conjunction is None:
             words += main
-        elif story.fronted:                   # "because the cat slept , the dog ran"
+        elif story.fronted:  # "because the cat slept , the dog ran"
             words += [s.conjunction, *self._clause_words(s.clauses[1], story), ",", *main]
         else:
             words += [*main, ",", s.conjunction, *self._clause_words(s.clauses[1], story)]
@@ -125,7 +168,7 @@ class HeadlineTask:
         english = self.english
         subject = english.source_noun_phrase(clause.subject)
         words = ([str(story.count)] if story.count is not None else []) + [subject[-1]]
-        words.append(english.source_clause(clause)[len(subject)])   # the verb: present tense, agreeing
+        words.append(english.source_clause(clause)[len(subject)])  # the verb: present tense, agreeing
         if clause.obj:
             words.append(english.source_noun_phrase(clause.obj)[-1])
         if clause.preposition:
@@ -134,8 +177,10 @@ class HeadlineTask:
 
     def render(self, story: Story) -> tuple[str, str]:
         """(article, headline): lower case, space-separated tokens, digits -> ``#``."""
-        return (digits_to_hash(" ".join(self.article_words(story))),
-                digits_to_hash(" ".join(self.headline_words(story))))
+        return (
+            digits_to_hash(" ".join(self.article_words(story))),
+            digits_to_hash(" ".join(self.headline_words(story))),
+        )
 
 
 def generate_headline_pairs(n: int, seed: int = 0, *, skip: set[str] | None = None) -> list[tuple[str, str]]:
@@ -143,21 +188,31 @@ def generate_headline_pairs(n: int, seed: int = 0, *, skip: set[str] | None = No
     produced (and the produced ones are added to it), which keeps the splits disjoint."""
     task = HeadlineTask(seed)
     rng = random.Random(f"headlines-{seed}-{len(skip) if skip else 0}")
-    return draw_distinct_pairs(n, lambda: task.render(task.sample_story(rng)),
-                               skip if skip is not None else set(), "articles")
+    return draw_distinct_pairs(
+        n, lambda: task.render(task.sample_story(rng)), skip if skip is not None else set(), "articles"
+    )
 
 
 def headline_splits(*, n_train: int, n_valid: int, n_test: int, seed: int) -> dict[str, list[tuple[str, str]]]:
     """Disjoint ``{'train', 'valid', 'test'}`` pair lists; test is drawn first, then valid, then
     train, so the test set of a seed does not change with ``n_train``."""
     seen: set[str] = set()
-    return {split: generate_headline_pairs(n, seed, skip=seen)
-            for split, n in (("test", n_test), ("valid", n_valid), ("train", n_train))}
+    return {
+        split: generate_headline_pairs(n, seed, skip=seen)
+        for split, n in (("test", n_test), ("valid", n_valid), ("train", n_train))
+    }
 
 
-def prepare_synthetic_summarization(out_dir: str | Path, *, n_train: int = 20_000, n_valid: int = 500,
-                                    n_test: int = 500, seed: int = 0, bpe_vocab_size: int = 500,
-                                    workers: int | None = None) -> Path:
+def prepare_synthetic_summarization(
+    out_dir: str | Path,
+    *,
+    n_train: int = 20_000,
+    n_valid: int = 500,
+    n_test: int = 500,
+    seed: int = 0,
+    bpe_vocab_size: int = 500,
+    workers: int | None = None,
+) -> Path:
     """Generate the synthetic headline corpus in ``out_dir/raw`` and prepare it like Gigaword.
 
     The raw files (``{train,valid,test}.{article,headline}``, already normalized like the
@@ -166,22 +221,16 @@ def prepare_synthetic_summarization(out_dir: str | Path, *, n_train: int = 20_00
     dictionary, binarization), with a small BPE vocabulary so that words really are split into
     pieces. Returns ``out_dir``; a second call with the same arguments only checks the files.
     """
-    from .steps import StepRunner, clear_digest_cache
     from .summarization import ARTICLE, HEADLINE, prepare_summarization_data
 
-    out_dir = Path(out_dir)
-    raw_dir = out_dir / "raw"
-    names = [(split, side) for split in ("train", "valid", "test") for side in (ARTICLE, HEADLINE)]
-    outputs = [raw_dir / f"{split}.{side}" for split, side in names]
-
-    def build(tmps: list[Path]) -> None:
-        splits = headline_splits(n_train=n_train, n_valid=n_valid, n_test=n_test, seed=seed)
-        for (split, side), tmp in zip(names, tmps):
-            column = 0 if side == ARTICLE else 1
-            tmp.write_text("".join(pair[column] + "\n" for pair in splits[split]), encoding="utf-8")
-
-    clear_digest_cache()
     params = dict(n_train=n_train, n_valid=n_valid, n_test=n_test, seed=seed, generator=GENERATOR_VERSION)
-    StepRunner(out_dir, out_dir / "work").run("synthetic-headlines", params, [], outputs, build)
-    return prepare_summarization_data(raw_dir, out_dir, tokenizer="none", bpe_vocab_size=bpe_vocab_size,
-                                      workers=workers)
+    raw_dir = write_raw_pairs(
+        Path(out_dir),
+        "synthetic-headlines",
+        params,
+        (ARTICLE, HEADLINE),
+        lambda: headline_splits(n_train=n_train, n_valid=n_valid, n_test=n_test, seed=seed),
+    )
+    return prepare_summarization_data(
+        raw_dir, out_dir, tokenizer="none", bpe_vocab_size=bpe_vocab_size, workers=workers
+    )

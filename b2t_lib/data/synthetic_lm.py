@@ -24,6 +24,7 @@ The text imitates WikiText-103's layout and statistics at a size a CPU can learn
 
 Deterministic for a seed; another seed gives another lexicon and other text.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -32,10 +33,18 @@ import random
 from collections import Counter
 from pathlib import Path
 
-from .synthetic import (ADJECTIVES, ADVERBS, INTRANSITIVE, NOUNS, PREPOSITIONS, TRANSITIVE, _english_plural,
-                        _english_third_person)
+from .synthetic import (
+    ADJECTIVES,
+    ADVERBS,
+    INTRANSITIVE,
+    NOUNS,
+    PREPOSITIONS,
+    TRANSITIVE,
+    _english_plural,
+    _english_third_person,
+)
 
-GENERATOR_VERSION = 1   # bump when the text changes, so prepared data is regenerated
+GENERATOR_VERSION = 1  # bump when the text changes, so prepared data is regenerated
 CONJUNCTIONS = ("and", "but", "because", "while")
 _ONSETS = "b d f g h k l m n p r s t v w z br dr fl gr kr pl st tr sh ch".split()
 _VOWELS = "a e i o u a e i o ai ea oo ou".split()
@@ -56,8 +65,16 @@ class _Zipf:
 class SyntheticLMLexicon:
     """The seeded vocabulary: real words first (most frequent), then pseudo-words, per class."""
 
-    def __init__(self, seed: int = 0, *, n_nouns: int = 2000, n_adjectives: int = 600, n_transitive: int = 400,
-                 n_intransitive: int = 150, n_adverbs: int = 60) -> None:
+    def __init__(
+        self,
+        seed: int = 0,
+        *,
+        n_nouns: int = 2000,
+        n_adjectives: int = 600,
+        n_transitive: int = 400,
+        n_intransitive: int = 150,
+        n_adverbs: int = 60,
+    ) -> None:
         rng = random.Random(f"lm-lexicon-{seed}")
         self.used: set[str] = set()
         for w in NOUNS + ADJECTIVES + TRANSITIVE + INTRANSITIVE + ADVERBS + list(PREPOSITIONS) + list(CONJUNCTIONS):
@@ -73,8 +90,9 @@ class SyntheticLMLexicon:
     def _fill(self, rng: random.Random, real: list[str], n: int) -> list[str]:
         words = list(dict.fromkeys(real))[:n]
         while len(words) < n:
-            word = "".join(rng.choice(_ONSETS) + rng.choice(_VOWELS) + rng.choice(_CODAS)
-                           for _ in range(rng.choice((1, 2, 2, 3))))
+            word = "".join(
+                rng.choice(_ONSETS) + rng.choice(_VOWELS) + rng.choice(_CODAS) for _ in range(rng.choice((1, 2, 2, 3)))
+            )
             forms = {word, _english_plural(word), _english_third_person(word)}
             if len(word) >= 3 and not forms & self.used:
                 self.used |= forms
@@ -130,9 +148,15 @@ class SyntheticLMLexicon:
         return lines
 
 
-def generate_synthetic_lm_text(*, train_tokens: int = 1_000_000, valid_tokens: int = 25_000,
-                               test_tokens: int = 25_000, seed: int = 0, min_count: int = 3,
-                               **lexicon_sizes) -> dict[str, list[str]]:
+def generate_synthetic_lm_text(
+    *,
+    train_tokens: int = 1_000_000,
+    valid_tokens: int = 25_000,
+    test_tokens: int = 25_000,
+    seed: int = 0,
+    min_count: int = 3,
+    **lexicon_sizes,
+) -> dict[str, list[str]]:
     """``{'train', 'valid', 'test'}`` -> lines of whitespace-tokenized text, ``<unk>``-mapped.
 
     Each split holds whole articles and at least the requested number of tokens (words plus one
@@ -151,12 +175,20 @@ def generate_synthetic_lm_text(*, train_tokens: int = 1_000_000, valid_tokens: i
         splits[split] = lines
     counts = Counter(w for line in splits["train"] for w in line.split())
     keep = {w for w, c in counts.items() if c >= min_count}
-    return {split: [" ".join(w if w in keep else "<unk>" for w in line.split()) for line in lines]
-            for split, lines in splits.items()}
+    return {
+        split: [" ".join(w if w in keep else "<unk>" for w in line.split()) for line in lines]
+        for split, lines in splits.items()
+    }
 
 
-def prepare_synthetic_lm(out_dir: str | Path, *, train_tokens: int = 1_000_000, valid_tokens: int = 25_000,
-                         test_tokens: int = 25_000, seed: int = 0) -> Path:
+def prepare_synthetic_lm(
+    out_dir: str | Path,
+    *,
+    train_tokens: int = 1_000_000,
+    valid_tokens: int = 25_000,
+    test_tokens: int = 25_000,
+    seed: int = 0,
+) -> Path:
     """Write the synthetic corpus to ``out_dir/raw/{train,valid,test}.txt`` and prepare it like WikiText-103.
 
     The raw files go through exactly the WikiText-103 pipeline (:func:`b2t_lib.data.lm.prepare_lm_data`).
@@ -170,13 +202,19 @@ def prepare_synthetic_lm(out_dir: str | Path, *, train_tokens: int = 1_000_000, 
     outputs = [raw_dir / f"{split}.txt" for split in SPLITS]
 
     def build(tmps: list[Path]) -> None:
-        text = generate_synthetic_lm_text(train_tokens=train_tokens, valid_tokens=valid_tokens,
-                                          test_tokens=test_tokens, seed=seed)
+        text = generate_synthetic_lm_text(
+            train_tokens=train_tokens, valid_tokens=valid_tokens, test_tokens=test_tokens, seed=seed
+        )
         for split, tmp in zip(SPLITS, tmps):
             tmp.write_text("".join(line + "\n" for line in text[split]), encoding="utf-8")
 
     clear_digest_cache()
-    params = dict(train_tokens=train_tokens, valid_tokens=valid_tokens, test_tokens=test_tokens, seed=seed,
-                  generator=GENERATOR_VERSION)
+    params = dict(
+        train_tokens=train_tokens,
+        valid_tokens=valid_tokens,
+        test_tokens=test_tokens,
+        seed=seed,
+        generator=GENERATOR_VERSION,
+    )
     StepRunner(out_dir, out_dir / "work").run("synthetic-lm-corpus", params, [], outputs, build)
     return prepare_lm_data(raw_dir, out_dir)

@@ -29,6 +29,7 @@ runs the whole real pipeline: soundfile, resampling, mix-down, fbank, CMVN, Sent
 ``n_test_other`` the test set is split like LibriSpeech's into ``test_clean`` and a noisier
 ``test_other`` (:func:`synthetic_splits`).
 """
+
 from __future__ import annotations
 
 import io
@@ -43,7 +44,7 @@ from .speech import prepare_speech_from_files
 
 log = logging.getLogger("b2t_lib.data")
 
-GENERATOR_VERSION = 1    # bump when the sounds change, so generated corpora are rebuilt
+GENERATOR_VERSION = 1  # bump when the sounds change, so generated corpora are rebuilt
 # The vocabulary, by word class, and the sentence patterns utterances follow (a tiny grammar).
 WORD_CLASSES = {
     "number": "zero one two three four five six seven eight nine".split(),
@@ -53,18 +54,28 @@ WORD_CLASSES = {
     "direction": "left right up down".split(),
     "answer": "yes no".split(),
 }
-PATTERNS = (("number", "color", "animal"), ("color", "animal"), ("number", "animal"), ("verb", "direction"),
-            ("verb", "number", "animal"), ("answer", "color", "animal"), ("verb", "direction", "number"),
-            ("answer", "number"))
+PATTERNS = (
+    ("number", "color", "animal"),
+    ("color", "animal"),
+    ("number", "animal"),
+    ("verb", "direction"),
+    ("verb", "number", "animal"),
+    ("answer", "color", "animal"),
+    ("verb", "direction", "number"),
+    ("answer", "number"),
+)
 WORDS = [word for words in WORD_CLASSES.values() for word in words]
-MAX_FREQUENCY = 3800.0   # Hz; below 8 kHz audio's Nyquist frequency (4 kHz)
+MAX_FREQUENCY = 3800.0  # Hz; below 8 kHz audio's Nyquist frequency (4 kHz)
 
 # letter -> (voiced, (F1 start, F1 end), (F2 start, F2 end), bandwidth Hz, duration ms, level)
 VOWEL = dict(voiced=True, bandwidth=90.0, duration=95.0, level=1.0)
 LETTERS: dict[str, dict] = {
-    "a": dict(VOWEL, f1=(750, 750), f2=(1200, 1200)), "e": dict(VOWEL, f1=(500, 500), f2=(1900, 1900)),
-    "i": dict(VOWEL, f1=(300, 300), f2=(2300, 2300)), "o": dict(VOWEL, f1=(500, 500), f2=(900, 900)),
-    "u": dict(VOWEL, f1=(320, 320), f2=(800, 800)), "y": dict(VOWEL, f1=(380, 300), f2=(2600, 2200)),
+    "a": dict(VOWEL, f1=(750, 750), f2=(1200, 1200)),
+    "e": dict(VOWEL, f1=(500, 500), f2=(1900, 1900)),
+    "i": dict(VOWEL, f1=(300, 300), f2=(2300, 2300)),
+    "o": dict(VOWEL, f1=(500, 500), f2=(900, 900)),
+    "u": dict(VOWEL, f1=(320, 320), f2=(800, 800)),
+    "y": dict(VOWEL, f1=(380, 300), f2=(2600, 2200)),
     # voiced consonants: formant glides
     "b": dict(voiced=True, f1=(250, 600), f2=(800, 1200), bandwidth=120.0, duration=55.0, level=0.6),
     "d": dict(voiced=True, f1=(250, 600), f2=(1700, 1450), bandwidth=120.0, duration=55.0, level=0.6),
@@ -88,68 +99,87 @@ LETTERS: dict[str, dict] = {
     "q": dict(voiced=False, f1=(1100, 1100), f2=(1500, 1500), bandwidth=250.0, duration=45.0, level=0.55),
     "x": dict(voiced=False, f1=(2000, 2600), f2=(3000, 3400), bandwidth=250.0, duration=70.0, level=0.5),
 }
-NOISE_COMPONENTS = 16    # random sinusoids per formant that make an unvoiced letter's noise
-GAIN_STEP = 16           # samples per step of the formant glide (1-2 ms)
-RAMP_MS = 8.0            # raised-cosine fade in/out of every letter (no clicks)
+NOISE_COMPONENTS = 16  # random sinusoids per formant that make an unvoiced letter's noise
+GAIN_STEP = 16  # samples per step of the formant glide (1-2 ms)
+RAMP_MS = 8.0  # raised-cosine fade in/out of every letter (no clicks)
 
 
-def _letter(spec: dict, *, seconds: float, f0: float, formant_scale: float, rate: int,
-            rng: np.random.Generator) -> np.ndarray:
+def _letter(
+    spec: dict, *, seconds: float, f0: float, formant_scale: float, rate: int, rng: np.random.Generator
+) -> np.ndarray:
     r"""One letter's samples (module docstring formula).
 
     Only components within :math:`4b` of a formant's path are summed (the others have gain below
     :math:`e^{-8} \approx 3 \cdot 10^{-4}`), which keeps a 2,000-utterance corpus at a few seconds.
     """
     n = max(int(seconds * rate), 1)
-    t = np.arange(n) / rate                                                   # (n,)
+    t = np.arange(n) / rate  # (n,)
     top, b = min(MAX_FREQUENCY, 0.45 * rate), spec["bandwidth"]
     ranges = [(formant_scale * min(f) - 4 * b, formant_scale * max(f) + 4 * b) for f in (spec["f1"], spec["f2"])]
     if spec["voiced"]:
-        freqs = f0 * np.arange(1, int(top // f0) + 1)                          # harmonics k f0
+        freqs = f0 * np.arange(1, int(top // f0) + 1)  # harmonics k f0
         freqs = freqs[np.any([(freqs > lo) & (freqs < hi) for lo, hi in ranges], axis=0)]
-    else:                                                                     # noise: random frequencies
-        freqs = np.concatenate([rng.uniform(max(lo, 50.0), min(hi, top), NOISE_COMPONENTS) for lo, hi in ranges
-                                if min(hi, top) > max(lo, 50.0)])
+    else:  # noise: random frequencies
+        freqs = np.concatenate(
+            [
+                rng.uniform(max(lo, 50.0), min(hi, top), NOISE_COMPONENTS)
+                for lo, hi in ranges
+                if min(hi, top) > max(lo, 50.0)
+            ]
+        )
     phases = rng.uniform(0, 2 * np.pi, len(freqs))
-    ramp = np.linspace(0.0, 1.0, -(-n // GAIN_STEP))                          # the glide, every GAIN_STEP samples
+    ramp = np.linspace(0.0, 1.0, -(-n // GAIN_STEP))  # the glide, every GAIN_STEP samples
     f1 = formant_scale * (spec["f1"][0] + (spec["f1"][1] - spec["f1"][0]) * ramp)
     f2 = formant_scale * (spec["f2"][0] + (spec["f2"][1] - spec["f2"][0]) * ramp)
     gain = np.exp(-((freqs[:, None] - f1) ** 2) / (2 * b * b)) + np.exp(-((freqs[:, None] - f2) ** 2) / (2 * b * b))
-    gain = np.repeat(gain, GAIN_STEP, axis=1)[:, :n]                           # (components, n)
-    waves = np.sin(2 * np.pi * freqs[:, None] * t + phases[:, None])          # (components, n)
+    gain = np.repeat(gain, GAIN_STEP, axis=1)[:, :n]  # (components, n)
+    waves = np.sin(2 * np.pi * freqs[:, None] * t + phases[:, None])  # (components, n)
     x = (gain * waves).sum(axis=0)
     x *= spec["level"] / (np.abs(x).max() + 1e-9)
     fade = min(int(RAMP_MS / 1000 * rate), n // 2)
     if fade > 0:
         window = 0.5 - 0.5 * np.cos(np.pi * np.arange(fade) / fade)
         x[:fade] *= window
-        x[n - fade:] *= window[::-1]
+        x[n - fade :] *= window[::-1]
     return x
 
 
-CLEAN_SNR_DB = (10.0, 30.0)   # white noise of every utterance, train/valid/test_clean
-OTHER_SNR_DB = (3.0, 13.0)    # test_other: the same speakers and words under more noise
+CLEAN_SNR_DB = (10.0, 30.0)  # white noise of every utterance, train/valid/test_clean
+OTHER_SNR_DB = (3.0, 13.0)  # test_other: the same speakers and words under more noise
 
 
-def synthesize(words: list[str], rng: np.random.Generator, sample_rate: int = 16000,
-               channels: int = 1, snr_db: tuple[float, float] = CLEAN_SNR_DB) -> np.ndarray:
+def synthesize(
+    words: list[str],
+    rng: np.random.Generator,
+    sample_rate: int = 16000,
+    channels: int = 1,
+    snr_db: tuple[float, float] = CLEAN_SNR_DB,
+) -> np.ndarray:
     """Audio of ``words`` spoken by a random synthetic speaker: ``(samples,)`` or ``(samples, channels)``
     float32 in [-1, 1], with white noise at an SNR drawn from ``snr_db`` (dB) per channel."""
     f0 = rng.uniform(90.0, 220.0)
     formant_scale = rng.uniform(0.9, 1.1)
     speed = rng.uniform(0.85, 1.2)
-    pieces = [np.zeros(int(rng.uniform(0.08, 0.2) * sample_rate))]            # leading silence
+    pieces = [np.zeros(int(rng.uniform(0.08, 0.2) * sample_rate))]  # leading silence
     for w, word in enumerate(words):
         if w:
             pieces.append(np.zeros(int(rng.uniform(0.05, 0.12) / speed * sample_rate)))
         for letter in word:
             spec = LETTERS[letter]
             seconds = spec["duration"] / 1000 / speed * rng.uniform(0.85, 1.15)
-            pieces.append(_letter(spec, seconds=seconds, f0=f0 * rng.uniform(0.97, 1.03),
-                                  formant_scale=formant_scale, rate=sample_rate, rng=rng))
-    pieces.append(np.zeros(int(rng.uniform(0.08, 0.2) * sample_rate)))         # trailing silence
+            pieces.append(
+                _letter(
+                    spec,
+                    seconds=seconds,
+                    f0=f0 * rng.uniform(0.97, 1.03),
+                    formant_scale=formant_scale,
+                    rate=sample_rate,
+                    rng=rng,
+                )
+            )
+    pieces.append(np.zeros(int(rng.uniform(0.08, 0.2) * sample_rate)))  # trailing silence
     speech = np.concatenate(pieces)
-    speech_power = np.mean(speech ** 2)
+    speech_power = np.mean(speech**2)
     out = []
     for c in range(channels):
         snr = rng.uniform(*snr_db)
@@ -176,14 +206,25 @@ def synthetic_splits(n_train: int, n_valid: int, n_test: int, n_test_other: int 
     """``(split name, utterances, SNR range)`` of every split :func:`write_synthetic_speech` writes:
     ``train``, ``valid`` and ``test``, or, with ``n_test_other > 0``, ``test_clean`` (the conditions of
     training) and ``test_other`` (noisier, :data:`OTHER_SNR_DB`), like LibriSpeech's clean/other."""
-    tests = [("test", n_test, CLEAN_SNR_DB)] if n_test_other == 0 else \
-        [("test_clean", n_test, CLEAN_SNR_DB), ("test_other", n_test_other, OTHER_SNR_DB)]
+    tests = (
+        [("test", n_test, CLEAN_SNR_DB)]
+        if n_test_other == 0
+        else [("test_clean", n_test, CLEAN_SNR_DB), ("test_other", n_test_other, OTHER_SNR_DB)]
+    )
     return [("train", n_train, CLEAN_SNR_DB), ("valid", n_valid, CLEAN_SNR_DB), *tests]
 
 
-def write_synthetic_speech(raw_dir: str | Path, *, n_train: int = 2000, n_valid: int = 100, n_test: int = 100,
-                           n_test_other: int = 0, seed: int = 1, fraction_8k: float = 0.25,
-                           fraction_stereo: float = 0.25) -> Path:
+def write_synthetic_speech(
+    raw_dir: str | Path,
+    *,
+    n_train: int = 2000,
+    n_valid: int = 100,
+    n_test: int = 100,
+    n_test_other: int = 0,
+    seed: int = 1,
+    fraction_8k: float = 0.25,
+    fraction_stereo: float = 0.25,
+) -> Path:
     """Write ``raw_dir/{train,valid,test}.tsv`` and their WAV files (16-bit PCM); return ``raw_dir``.
 
     With ``n_test_other > 0`` the test set is ``test_clean.tsv`` (``n_test`` utterances, the same as
@@ -194,17 +235,27 @@ def write_synthetic_speech(raw_dir: str | Path, *, n_train: int = 2000, n_valid:
     as LibriSpeech's. Re-running with the same arguments returns at once.
     """
     raw_dir = Path(raw_dir)
-    params = dict(n_train=n_train, n_valid=n_valid, n_test=n_test, seed=seed, fraction_8k=fraction_8k,
-                  fraction_stereo=fraction_stereo, version=GENERATOR_VERSION)
+    params = dict(
+        n_train=n_train,
+        n_valid=n_valid,
+        n_test=n_test,
+        seed=seed,
+        fraction_8k=fraction_8k,
+        fraction_stereo=fraction_stereo,
+        version=GENERATOR_VERSION,
+    )
     if n_test_other:
         params["n_test_other"] = n_test_other
     splits = synthetic_splits(n_train, n_valid, n_test, n_test_other)
     marker = raw_dir / "synthetic_speech.json"
-    if marker.is_file() and json.loads(marker.read_text()) == params and all(
-            (raw_dir / f"{s[0]}.tsv").is_file() for s in splits):
+    if (
+        marker.is_file()
+        and json.loads(marker.read_text()) == params
+        and all((raw_dir / f"{s[0]}.tsv").is_file() for s in splits)
+    ):
         return raw_dir
     marker.unlink(missing_ok=True)
-    for stale in ("test", "test_clean", "test_other"):   # a test split of an earlier layout would be read too
+    for stale in ("test", "test_clean", "test_other"):  # a test split of an earlier layout would be read too
         (raw_dir / f"{stale}.tsv").unlink(missing_ok=True)
     for split_index, (split, n, snr_db) in enumerate(splits):
         (raw_dir / split).mkdir(parents=True, exist_ok=True)
@@ -213,23 +264,43 @@ def write_synthetic_speech(raw_dir: str | Path, *, n_train: int = 2000, n_valid:
             rate = 8000 if rng.uniform() < fraction_8k else 16000
             channels = 2 if rng.uniform() < fraction_stereo else 1
             rel = f"{split}/{i:05d}.wav"
-            wav = io.BytesIO()    # through memory: libsndfile's own file flush is slow on some disks
+            wav = io.BytesIO()  # through memory: libsndfile's own file flush is slow on some disks
             sf.write(wav, synthesize(words, rng, rate, channels, snr_db), rate, format="WAV", subtype="PCM_16")
             (raw_dir / rel).write_bytes(wav.getvalue())
             lines.append(f"{rel}\t{' '.join(words).upper()}")
         (raw_dir / f"{split}.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    marker.write_text(json.dumps(params), encoding="utf-8")     # last: the corpus is complete
-    log.info("wrote a synthetic speech corpus to %s (%s utterances)", raw_dir,
-             ", ".join(f"{split} {n}" for split, n, _ in splits))
+    marker.write_text(json.dumps(params), encoding="utf-8")  # last: the corpus is complete
+    log.info(
+        "wrote a synthetic speech corpus to %s (%s utterances)",
+        raw_dir,
+        ", ".join(f"{split} {n}" for split, n, _ in splits),
+    )
     return raw_dir
 
 
-def prepare_synthetic_asr(data_dir: str | Path, *, raw_dir: str | Path | None = None, n_train: int = 2000,
-                          n_valid: int = 100, n_test: int = 100, n_test_other: int = 0, seed: int = 1,
-                          vocab_size: int = 48, workers: int | None = None, **corpus_options) -> Path:
+def prepare_synthetic_asr(
+    data_dir: str | Path,
+    *,
+    raw_dir: str | Path | None = None,
+    n_train: int = 2000,
+    n_valid: int = 100,
+    n_test: int = 100,
+    n_test_other: int = 0,
+    seed: int = 1,
+    vocab_size: int = 48,
+    workers: int | None = None,
+    **corpus_options,
+) -> Path:
     """Generate the corpus (into ``raw_dir``, default ``data_dir/raw``) and prepare it through
     :func:`b2t_lib.data.speech.prepare_speech_from_files`, the path real local data takes."""
     data_dir = Path(data_dir)
-    raw = write_synthetic_speech(raw_dir or data_dir / "raw", n_train=n_train, n_valid=n_valid, n_test=n_test,
-                                 n_test_other=n_test_other, seed=seed, **corpus_options)
+    raw = write_synthetic_speech(
+        raw_dir or data_dir / "raw",
+        n_train=n_train,
+        n_valid=n_valid,
+        n_test=n_test,
+        n_test_other=n_test_other,
+        seed=seed,
+        **corpus_options,
+    )
     return prepare_speech_from_files(raw, data_dir, vocab_size=vocab_size, seed=seed, workers=workers)

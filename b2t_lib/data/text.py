@@ -22,6 +22,7 @@ Headline generation (Gigaword, Rush et al. 2015) uses other tokenizers, chosen b
 * ``"rush"`` -- raw text gets the Rush et al. normalization (:func:`rush_normalize`): Penn
   Treebank tokenization, lower case, every digit -> ``#``.
 """
+
 from __future__ import annotations
 
 import multiprocessing
@@ -52,8 +53,9 @@ def moses_tokenize(line: str, lang: str, *, aggressive_dash_splits: bool = False
     """Normalize punctuation, then Moses-tokenize: raw text -> space-separated tokens."""
     normalizer, tokenizer, _ = _moses(lang)
     text = normalizer.normalize(line)
-    return tokenizer.tokenize(text, aggressive_dash_splits=aggressive_dash_splits,
-                              escape=False, return_str=True).strip()
+    return tokenizer.tokenize(
+        text, aggressive_dash_splits=aggressive_dash_splits, escape=False, return_str=True
+    ).strip()
 
 
 def moses_detokenize(tokens: str | list[str], lang: str) -> str:
@@ -64,8 +66,9 @@ def moses_detokenize(tokens: str | list[str], lang: str) -> str:
     return detokenizer.detokenize(tokens, unescape=False)
 
 
-def keep_pair(src_tokens: int, tgt_tokens: int, *, min_len: int = 1, max_len: int | None = 80,
-              max_ratio: float | None = 1.5) -> bool:
+def keep_pair(
+    src_tokens: int, tgt_tokens: int, *, min_len: int = 1, max_len: int | None = 80, max_ratio: float | None = 1.5
+) -> bool:
     """``clean-corpus-n.perl``: both sides have ``min_len..max_len`` tokens and neither side is
     more than ``max_ratio`` times longer than the other.
 
@@ -87,14 +90,26 @@ def keep_pair(src_tokens: int, tgt_tokens: int, *, min_len: int = 1, max_len: in
 TOKENIZERS = ("moses", "none", "rush")
 # Typographic quotes and dashes -> the ASCII forms the Penn Treebank rules know (they turn
 # '"' into `` and '' and keep '--' as one token, as in the Gigaword release).
-_PTB_PRE = str.maketrans({"\u201c": '"', "\u201d": '"', "\u201e": '"', "\u00ab": '"', "\u00bb": '"',
-                          "\u2018": "'", "\u2019": "'", "\u201a": "'", "\u2013": "--", "\u2014": "--"})
+_PTB_PRE = str.maketrans(
+    {
+        "\u201c": '"',
+        "\u201d": '"',
+        "\u201e": '"',
+        "\u00ab": '"',
+        "\u00bb": '"',
+        "\u2018": "'",
+        "\u2019": "'",
+        "\u201a": "'",
+        "\u2013": "--",
+        "\u2014": "--",
+    }
+)
 _DIGIT = re.compile(r"\d")
 
 
 @lru_cache(maxsize=None)
 def _treebank():
-    from nltk.tokenize import TreebankWordTokenizer   # pure regular expressions, no data download
+    from nltk.tokenize import TreebankWordTokenizer  # pure regular expressions, no data download
 
     return TreebankWordTokenizer()
 
@@ -134,8 +149,13 @@ def tokenize_line(line: str, lang: str, tokenizer: str = "moses", *, aggressive_
 
 def _tokenize_chunk(args: tuple) -> list[tuple[str, str]]:
     pairs, src_lang, tgt_lang, aggressive, tokenizer = args
-    return [(tokenize_line(s, src_lang, tokenizer, aggressive_dash_splits=aggressive),
-             tokenize_line(t, tgt_lang, tokenizer, aggressive_dash_splits=aggressive)) for s, t in pairs]
+    return [
+        (
+            tokenize_line(s, src_lang, tokenizer, aggressive_dash_splits=aggressive),
+            tokenize_line(t, tgt_lang, tokenizer, aggressive_dash_splits=aggressive),
+        )
+        for s, t in pairs
+    ]
 
 
 def _chunks(pairs: Iterable[tuple[str, str]], size: int) -> Iterator[list[tuple[str, str]]]:
@@ -155,9 +175,17 @@ def default_workers() -> int:
     return max(1, min(cores, 32))
 
 
-def tokenize_pairs(pairs: Iterable[tuple[str, str]], src_lang: str, tgt_lang: str, *,
-                   aggressive_dash_splits: bool = False, workers: int = 1, chunk_size: int = 2000,
-                   start_method: str = "spawn", tokenizer: str = "moses") -> Iterator[tuple[str, str]]:
+def tokenize_pairs(
+    pairs: Iterable[tuple[str, str]],
+    src_lang: str,
+    tgt_lang: str,
+    *,
+    aggressive_dash_splits: bool = False,
+    workers: int = 1,
+    chunk_size: int = 2000,
+    start_method: str = "spawn",
+    tokenizer: str = "moses",
+) -> Iterator[tuple[str, str]]:
     """Tokenize (source, target) pairs (Moses by default), in order, on ``workers`` processes.
 
     sacremoses normalizes and tokenizes roughly 5,000 short lines per second per core, so

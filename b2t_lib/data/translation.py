@@ -25,6 +25,7 @@ Steps (each restartable, see :mod:`b2t_lib.data.steps`; intermediate files under
    (:mod:`.unigram`, the bar of the "Training failed" rule) and the size and checksum of every
    file the loader reads. No manifest (or a mismatching one) means "not ready".
 """
+
 from __future__ import annotations
 
 import logging
@@ -48,10 +49,13 @@ log = logging.getLogger("b2t_lib.data")
 
 FORMAT = "b2t-translation-v1"
 TRANSLATION_DATA = DataFormat(
-    FORMAT, "data set", "Run data_scripts/prepare_wmt14_en_de.py or data_scripts/prepare_gigaword.py, or "
-    "prepare_synthetic_mt()/prepare_synthetic_summarization(),")
+    FORMAT,
+    "data set",
+    "Run data_scripts/prepare_wmt14_en_de.py or data_scripts/prepare_gigaword.py, or "
+    "prepare_synthetic_mt()/prepare_synthetic_summarization(),",
+)
 # Bump when a step's algorithm changes its output, so data prepared by older code is rebuilt.
-PIPELINE_VERSION = 2   # 2: own deterministic BPE learner (1 used HF tokenizers)
+PIPELINE_VERSION = 2  # 2: own deterministic BPE learner (1 used HF tokenizers)
 PARALLEL_MIN_PAIRS = 100_000  # below this, starting worker processes costs more than it saves
 
 
@@ -71,7 +75,8 @@ def find_splits(raw_dir: Path, src_lang: str, tgt_lang: str) -> list[str]:
         if required not in paired:
             raise FileNotFoundError(
                 f"{raw_dir} needs {required}.{src_lang} and {required}.{tgt_lang} (one sentence per line); "
-                f"found pairs: {sorted(paired) or 'none'}")
+                f"found pairs: {sorted(paired) or 'none'}"
+            )
     tests = sorted(paired - {"train", "valid"})
     if not tests:
         raise FileNotFoundError(f"{raw_dir} has no test set: add e.g. test.{src_lang} and test.{tgt_lang}")
@@ -116,8 +121,9 @@ class _Lines:
 def _tokenize_split(raw: list[Path], outs: list[Path], *, is_train: bool, p: dict) -> None:
     n_src, n_tgt = _count_lines(raw[0]), _count_lines(raw[1])
     if n_src != n_tgt:
-        raise ValueError(f"{raw[0]} has {n_src} lines but {raw[1]} has {n_tgt}; parallel files must be "
-                         f"aligned line by line")
+        raise ValueError(
+            f"{raw[0]} has {n_src} lines but {raw[1]} has {n_tgt}; parallel files must be aligned line by line"
+        )
     keep = None
     if is_train and p["max_pairs"] is not None and p["max_pairs"] < n_src:
         rng = np.random.default_rng(p["seed"])
@@ -132,15 +138,26 @@ def _tokenize_split(raw: list[Path], outs: list[Path], *, is_train: bool, p: dic
     n_lines = int(keep.sum()) if keep is not None else n_src
     tokenizer = p["tokenizer"]
     workers = p["workers"] if n_lines >= PARALLEL_MIN_PAIRS and tokenizer != "none" else 1
-    tokenized = tokenize_pairs(raw_pairs(), p["src_lang"], p["tgt_lang"], tokenizer=tokenizer,
-                               aggressive_dash_splits=p["aggressive_dash_splits"], workers=workers)
+    tokenized = tokenize_pairs(
+        raw_pairs(),
+        p["src_lang"],
+        p["tgt_lang"],
+        tokenizer=tokenizer,
+        aggressive_dash_splits=p["aggressive_dash_splits"],
+        workers=workers,
+    )
     files = [open(o, "w", encoding="utf-8", newline="\n") for o in outs]
     kept = total = 0
     try:
         for (raw_s, raw_t), (tok_s, tok_t) in zip(raw_pairs(), tokenized):
             total += 1
-            if is_train and not keep_pair(len(tok_s.split()), len(tok_t.split()), min_len=p["min_len"],
-                                          max_len=p["max_len"], max_ratio=p["max_ratio"]):
+            if is_train and not keep_pair(
+                len(tok_s.split()),
+                len(tok_t.split()),
+                min_len=p["min_len"],
+                max_len=p["max_len"],
+                max_ratio=p["max_ratio"],
+            ):
                 continue
             kept += 1
             # References: the raw lines for Moses (detokenized output is scored against them),
@@ -159,11 +176,21 @@ def _tokenize_split(raw: list[Path], outs: list[Path], *, is_train: bool, p: dic
 def _binarize(dictionary: Dictionary, bpe_file: Path, text_file: Path, outs: list[Path]) -> None:
     dtype = token_dtype(len(dictionary))
     n_tokens = np.array([len(line.split()) + 1 for line in _read_lines(bpe_file)], dtype=np.int64)
-    write_ragged(lambda: (dictionary.encode_line(line) + [EOS] for line in _read_lines(bpe_file)),
-                 n_tokens, outs[0], outs[1], dtype)
+    write_ragged(
+        lambda: (dictionary.encode_line(line) + [EOS] for line in _read_lines(bpe_file)),
+        n_tokens,
+        outs[0],
+        outs[1],
+        dtype,
+    )
     n_bytes = np.array([len(line.rstrip("\n").encode("utf-8")) for line in _read_lines(text_file)], dtype=np.int64)
-    write_ragged(lambda: (line.rstrip("\n").encode("utf-8") for line in _read_lines(text_file)),
-                 n_bytes, outs[2], outs[3], np.dtype(np.uint8))
+    write_ragged(
+        lambda: (line.rstrip("\n").encode("utf-8") for line in _read_lines(text_file)),
+        n_bytes,
+        outs[2],
+        outs[3],
+        np.dtype(np.uint8),
+    )
 
 
 def split_files(out_dir: Path, split: str, lang: str) -> list[Path]:
@@ -172,13 +199,26 @@ def split_files(out_dir: Path, split: str, lang: str) -> list[Path]:
     return [Path(f"{stem}.npy"), Path(f"{stem}.offsets.npy"), Path(f"{stem}.raw.npy"), Path(f"{stem}.raw.offsets.npy")]
 
 
-def prepare_translation_data(raw_dir: str | Path, out_dir: str | Path, *, src_lang: str, tgt_lang: str,
-                             bpe_vocab_size: int | None = None, max_pairs: int | None = None,
-                             bpe_merges: int | None = None, bpe_min_frequency: int = 2, seed: int = 0,
-                             min_len: int = 1, max_len: int | None = 80, max_ratio: float | None = 1.5,
-                             aggressive_dash_splits: bool = False, padding_factor: int = 8,
-                             workers: int | None = None, tokenizer: str = "moses",
-                             splits: list[str] | None = None) -> Path:
+def prepare_translation_data(
+    raw_dir: str | Path,
+    out_dir: str | Path,
+    *,
+    src_lang: str,
+    tgt_lang: str,
+    bpe_vocab_size: int | None = None,
+    max_pairs: int | None = None,
+    bpe_merges: int | None = None,
+    bpe_min_frequency: int = 2,
+    seed: int = 0,
+    min_len: int = 1,
+    max_len: int | None = 80,
+    max_ratio: float | None = 1.5,
+    aggressive_dash_splits: bool = False,
+    padding_factor: int = 8,
+    workers: int | None = None,
+    tokenizer: str = "moses",
+    splits: list[str] | None = None,
+) -> Path:
     """Run the pipeline of this module; return ``out_dir`` (ready for :func:`load_translation_split`).
 
     ``bpe_vocab_size`` is the number of BPE symbols (alphabet + merges); ``bpe_merges`` instead
@@ -192,8 +232,10 @@ def prepare_translation_data(raw_dir: str | Path, out_dir: str | Path, *, src_la
     """
     raw_dir, out_dir = Path(raw_dir), Path(out_dir)
     if (bpe_vocab_size is None) == (bpe_merges is None):
-        raise ValueError("give exactly one of bpe_vocab_size (e.g. 800 for the synthetic task) or "
-                         "bpe_merges (32000 for WMT, as in the paper)")
+        raise ValueError(
+            "give exactly one of bpe_vocab_size (e.g. 800 for the synthetic task) or "
+            "bpe_merges (32000 for WMT, as in the paper)"
+        )
     if src_lang == tgt_lang:
         raise ValueError(f"source and target language are both {src_lang!r}")
     if tokenizer not in TOKENIZERS:
@@ -205,11 +247,23 @@ def prepare_translation_data(raw_dir: str | Path, out_dir: str | Path, *, src_la
         raise ValueError(f"splits must be ['train', 'valid', <one or more test sets>], got {splits}")
     langs = (src_lang, tgt_lang)
     raw = {s: [raw_dir / f"{s}.{lang}" for lang in langs] for s in splits}
-    p = dict(src_lang=src_lang, tgt_lang=tgt_lang, bpe_vocab_size=bpe_vocab_size, bpe_merges=bpe_merges,
-             bpe_min_frequency=bpe_min_frequency, max_pairs=max_pairs, seed=seed, min_len=min_len,
-             max_len=max_len, max_ratio=max_ratio, aggressive_dash_splits=aggressive_dash_splits,
-             padding_factor=padding_factor, splits=splits, pipeline_version=PIPELINE_VERSION,
-             raw_digests={f"{s}.{lang}": file_digest(path) for s in splits for lang, path in zip(langs, raw[s])})
+    p = dict(
+        src_lang=src_lang,
+        tgt_lang=tgt_lang,
+        bpe_vocab_size=bpe_vocab_size,
+        bpe_merges=bpe_merges,
+        bpe_min_frequency=bpe_min_frequency,
+        max_pairs=max_pairs,
+        seed=seed,
+        min_len=min_len,
+        max_len=max_len,
+        max_ratio=max_ratio,
+        aggressive_dash_splits=aggressive_dash_splits,
+        padding_factor=padding_factor,
+        splits=splits,
+        pipeline_version=PIPELINE_VERSION,
+        raw_digests={f"{s}.{lang}": file_digest(path) for s in splits for lang, path in zip(langs, raw[s])},
+    )
     p.update({k: v for k, v in dict(tokenizer=tokenizer).items() if v != _MT_DEFAULTS[k]})
     runner = TRANSLATION_DATA.start(out_dir, p)
     if runner is None:
@@ -223,15 +277,21 @@ def prepare_translation_data(raw_dir: str | Path, out_dir: str | Path, *, src_la
     codes, dict_path = out_dir / "bpe.codes", out_dir / "dict.txt"
 
     token_keys = ("src_lang", "tgt_lang", "aggressive_dash_splits")
-    token_keys += tuple(k for k in _MT_DEFAULTS if k in step_params)   # only when not MT's default
+    token_keys += tuple(k for k in _MT_DEFAULTS if k in step_params)  # only when not MT's default
     for s in splits:
         keys = token_keys + (("max_pairs", "seed", "min_len", "max_len", "max_ratio") if s == "train" else ())
-        runner.run(f"tokenize-{s}", {k: step_params[k] for k in keys}, raw[s], tok[s] + text[s],
-                   lambda outs, s=s: _tokenize_split(raw[s], outs, is_train=s == "train", p=run_p))
+        runner.run(
+            f"tokenize-{s}",
+            {k: step_params[k] for k in keys},
+            raw[s],
+            tok[s] + text[s],
+            lambda outs, s=s: _tokenize_split(raw[s], outs, is_train=s == "train", p=run_p),
+        )
 
     def build_codes(outs: list[Path]) -> None:
-        merges = learn_bpe(_Lines(tok["train"]), vocab_size=bpe_vocab_size, merges=bpe_merges,
-                           min_frequency=bpe_min_frequency)
+        merges = learn_bpe(
+            _Lines(tok["train"]), vocab_size=bpe_vocab_size, merges=bpe_merges, min_frequency=bpe_min_frequency
+        )
         log.info("learned %d BPE merges", len(merges))
         save_codes(merges, outs[0])
 
@@ -239,10 +299,12 @@ def prepare_translation_data(raw_dir: str | Path, out_dir: str | Path, *, src_la
     runner.run("bpe-learn", {k: step_params[k] for k in bpe_keys}, tok["train"], [codes], build_codes)
 
     for s in splits:
+
         def apply_bpe(outs: list[Path], s: str = s) -> None:
             bpe = BPE.from_file(codes)
             for src_file, out in zip(tok[s], outs):
                 _write_lines(out, (bpe.apply(line) for line in _read_lines(src_file)))
+
         runner.run(f"bpe-apply-{s}", {}, [codes, *tok[s]], seg[s], apply_bpe)
 
     def build_dictionary(outs: list[Path]) -> None:
@@ -259,7 +321,8 @@ def prepare_translation_data(raw_dir: str | Path, out_dir: str | Path, *, src_la
 
         def binarize(tmps: list[Path], s: str = s) -> None:
             for i in range(2):
-                _binarize(dictionary, seg[s][i], text[s][i], tmps[4 * i: 4 * i + 4])
+                _binarize(dictionary, seg[s][i], text[s][i], tmps[4 * i : 4 * i + 4])
+
         runner.run(f"binarize-{s}", {}, [dict_path, *seg[s], *text[s]], outs, binarize)
 
     _write_manifest(out_dir, p, splits, dictionary, codes, tokenizer)
@@ -267,8 +330,9 @@ def prepare_translation_data(raw_dir: str | Path, out_dir: str | Path, *, src_la
     return out_dir
 
 
-def _write_manifest(out_dir: Path, p: dict, splits: list[str], dictionary: Dictionary, codes: Path,
-                    tokenizer: str) -> None:
+def _write_manifest(
+    out_dir: Path, p: dict, splits: list[str], dictionary: Dictionary, codes: Path, tokenizer: str
+) -> None:
     files = [out_dir / "dict.txt", codes]
     stats, targets = {}, {}
     for s in splits:
@@ -281,7 +345,7 @@ def _write_manifest(out_dir: Path, p: dict, splits: list[str], dictionary: Dicti
             entry[f"{side}_tokens"] = int(ids.sizes.sum())
             entry[f"{side}_unk"] = int(np.count_nonzero(np.asarray(ids.data) == UNK))
             if side == "tgt" and s in ("train", "valid"):
-                targets[s] = ids.data          # every target id, EOS included
+                targets[s] = ids.data  # every target id, EOS included
         stats[s] = entry
     # Not a preparation parameter: data prepared before it existed stays valid (and is not rebuilt);
     # b2t_lib.data.unigram computes it on first use and caches it next to this manifest.
@@ -300,8 +364,8 @@ def _write_manifest(out_dir: Path, p: dict, splits: list[str], dictionary: Dicti
         "vocab_size": len(dictionary),
         "bpe_merges_learned": len(load_codes(codes)),
         "stats": stats,
-        "unigram": {"valid": unigram_record(bits)},   # the "Training failed" bar (b2t_lib.train.failure)
+        "unigram": {"valid": unigram_record(bits)},  # the "Training failed" bar (b2t_lib.train.failure)
         "files": {str(f.relative_to(out_dir)): describe_file(f) for f in files},
     }
-    write_json_atomic(out_dir / MANIFEST, manifest)   # last: its presence means "ready"
+    write_json_atomic(out_dir / MANIFEST, manifest)  # last: its presence means "ready"
     log.info("unigram baseline on valid: %.3f bits/token", bits)

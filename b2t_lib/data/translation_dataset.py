@@ -14,6 +14,7 @@ decides how :meth:`TranslationDataset.encode` tokenizes raw text and whether
 :meth:`TranslationDataset.decode` Moses-detokenizes (MT) or only removes BPE (headlines, which
 are scored as tokenized text against tokenized references).
 """
+
 from __future__ import annotations
 
 from functools import cached_property
@@ -38,7 +39,7 @@ def test_split_names(data_dir: str | Path) -> list[str]:
     return list(TRANSLATION_DATA.manifest(data_dir)["test_splits"])
 
 
-test_split_names.__test__ = False   # its name starts with "test_": tell pytest it is not a test
+test_split_names.__test__ = False  # its name starts with "test_": tell pytest it is not a test
 
 
 def load_translation_split(data_dir: str | Path, split: str, *, verify: bool = True) -> "TranslationDataset":
@@ -50,9 +51,11 @@ def load_translation_split(data_dir: str | Path, split: str, *, verify: bool = T
     data_dir = Path(data_dir)
 
     def needed(manifest: dict) -> list[str]:
-        return ["dict.txt", "bpe.codes"] + [str(f.relative_to(data_dir)) for lang in
-                                            (manifest["src_lang"], manifest["tgt_lang"])
-                                            for f in split_files(data_dir, split, lang)]
+        return ["dict.txt", "bpe.codes"] + [
+            str(f.relative_to(data_dir))
+            for lang in (manifest["src_lang"], manifest["tgt_lang"])
+            for f in split_files(data_dir, split, lang)
+        ]
 
     return TranslationDataset(data_dir, split, TRANSLATION_DATA.open_split(data_dir, split, needed, verify=verify))
 
@@ -71,27 +74,50 @@ class TranslationDataset:
         self.src_raw, self.tgt_raw = RaggedArray(src[2], src[3]), RaggedArray(tgt[2], tgt[3])
         if not len(self.src) == len(self.tgt) == len(self.src_raw) == len(self.tgt_raw):
             raise ValueError(f"{data_dir}: the files of split {split!r} disagree in length; re-run the preparation")
-        self.src_sizes: np.ndarray = self.src.sizes   # (n,) tokens per source sentence, EOS included
-        self.tgt_sizes: np.ndarray = self.tgt.sizes   # (n,) tokens per target sentence, EOS included
+        self.src_sizes: np.ndarray = self.src.sizes  # (n,) tokens per source sentence, EOS included
+        self.tgt_sizes: np.ndarray = self.tgt.sizes  # (n,) tokens per target sentence, EOS included
 
     def __len__(self) -> int:
         return len(self.src)
 
     def __repr__(self) -> str:
-        return (f"TranslationDataset({self.split!r}, {len(self)} pairs, {self.src_lang}->{self.tgt_lang}, "
-                f"vocab {len(self.dictionary)})")
+        return (
+            f"TranslationDataset({self.split!r}, {len(self)} pairs, {self.src_lang}->{self.tgt_lang}, "
+            f"vocab {len(self.dictionary)})"
+        )
 
     def __getitem__(self, i: int) -> dict:
-        return {"id": i, "source": torch.from_numpy(self.src[i].astype(np.int64)),
-                "target": torch.from_numpy(self.tgt[i].astype(np.int64))}
+        return {
+            "id": i,
+            "source": torch.from_numpy(self.src[i].astype(np.int64)),
+            "target": torch.from_numpy(self.tgt[i].astype(np.int64)),
+        }
 
     # ------------------------------------------------------------------ batches
-    def batches(self, max_tokens: int, *, shuffle: bool = True, seed: int = 1, epoch: int = 0,
-                rank: int = 0, world_size: int = 1, max_sentences: int | None = None) -> list[list[int]]:
+    def batches(
+        self,
+        max_tokens: int,
+        *,
+        shuffle: bool = True,
+        seed: int = 1,
+        epoch: int = 0,
+        rank: int = 0,
+        world_size: int = 1,
+        max_sentences: int | None = None,
+    ) -> list[list[int]]:
         """Index batches with ``n_sentences * max(src_len, tgt_len) <= max_tokens``; see
         :func:`b2t_lib.data.batching.token_batches`."""
-        return token_batches(self.src_sizes, self.tgt_sizes, max_tokens, shuffle=shuffle, seed=seed,
-                             epoch=epoch, rank=rank, world_size=world_size, max_sentences=max_sentences)
+        return token_batches(
+            self.src_sizes,
+            self.tgt_sizes,
+            max_tokens,
+            shuffle=shuffle,
+            seed=seed,
+            epoch=epoch,
+            rank=rank,
+            world_size=world_size,
+            max_sentences=max_sentences,
+        )
 
     def collate(self, indices: list[int]) -> dict:
         """Pad a batch of examples into tensors (right padding with ``<pad>``)."""
@@ -102,18 +128,18 @@ class TranslationDataset:
         batch_size = len(indices)
         src_lengths = np.array([len(s) for s in sources], dtype=np.int64)
         tgt_lengths = np.array([len(t) for t in targets], dtype=np.int64)
-        src_tokens = np.full((batch_size, src_lengths.max()), PAD, dtype=np.int64)      # (B, S)
-        target = np.full((batch_size, tgt_lengths.max()), PAD, dtype=np.int64)          # (B, T)
-        prev_output_tokens = np.full_like(target, PAD)                                  # (B, T)
+        src_tokens = np.full((batch_size, src_lengths.max()), PAD, dtype=np.int64)  # (B, S)
+        target = np.full((batch_size, tgt_lengths.max()), PAD, dtype=np.int64)  # (B, T)
+        prev_output_tokens = np.full_like(target, PAD)  # (B, T)
         for row, (s, t) in enumerate(zip(sources, targets)):
-            src_tokens[row, : len(s)] = s                     # x_1 .. x_S, </s>
-            target[row, : len(t)] = t                         # y_1 .. y_T, </s>
-            prev_output_tokens[row, 0] = EOS                  # </s>, y_1 .. y_T
-            prev_output_tokens[row, 1: len(t)] = t[:-1]
+            src_tokens[row, : len(s)] = s  # x_1 .. x_S, </s>
+            target[row, : len(t)] = t  # y_1 .. y_T, </s>
+            prev_output_tokens[row, 0] = EOS  # </s>, y_1 .. y_T
+            prev_output_tokens[row, 1 : len(t)] = t[:-1]
         return {
-            "id": torch.tensor(indices, dtype=torch.long),                           # (B,)
+            "id": torch.tensor(indices, dtype=torch.long),  # (B,)
             "src_tokens": torch.from_numpy(src_tokens),
-            "src_lengths": torch.from_numpy(src_lengths),                               # (B,)
+            "src_lengths": torch.from_numpy(src_lengths),  # (B,)
             "target": torch.from_numpy(target),
             "prev_output_tokens": torch.from_numpy(prev_output_tokens),
             "ntokens": int(tgt_lengths.sum()),

@@ -19,6 +19,7 @@ prepared before that existed gets it on first use, cached in :data:`CACHE_NAME` 
 manifest (:func:`stored_unigram_baseline`, :func:`cached_unigram_baseline`). The cache records the
 manifest's checksum, so data prepared again is measured again.
 """
+
 from __future__ import annotations
 
 import logging
@@ -44,16 +45,16 @@ def unigram_cross_entropy(train_ids: np.ndarray, ids: np.ndarray, vocab_size: in
     ids = np.asarray(ids, dtype=np.int64)
     if len(ids) == 0:
         raise ValueError("the unigram baseline needs at least one validation token")
-    counts = np.bincount(train_ids, minlength=vocab_size).astype(np.float64)         # (V,)
+    counts = np.bincount(train_ids, minlength=vocab_size).astype(np.float64)  # (V,)
     if len(counts) > vocab_size:
         raise ValueError(f"training ids reach {len(counts) - 1}, beyond the dictionary's {vocab_size} entries")
-    log2_p = np.log2(counts + 1.0) - math.log2(len(train_ids) + vocab_size)         # (V,)
+    log2_p = np.log2(counts + 1.0) - math.log2(len(train_ids) + vocab_size)  # (V,)
     return float(-log2_p[ids].mean())
 
 
 def unigram_record(bits: float) -> dict:
     """What a manifest stores for one split: ``{"bits_per_token", "ppl"}``."""
-    return {"bits_per_token": round(bits, 6), "ppl": round(2.0 ** bits, 4)}
+    return {"bits_per_token": round(bits, 6), "ppl": round(2.0**bits, 4)}
 
 
 def stored_unigram_baseline(data_dir: str | Path) -> float | None:
@@ -85,6 +86,9 @@ def cached_unigram_baseline(data_dir: str | Path, compute: Callable[[], float]) 
         try:
             write_json_atomic(data_dir / CACHE_NAME, cache)
         except OSError as err:
-            log.warning("could not cache the unigram baseline in %s (%s); it is computed again next time",
-                        data_dir / CACHE_NAME, err)
+            log.warning(
+                "could not cache the unigram baseline in %s (%s); it is computed again next time",
+                data_dir / CACHE_NAME,
+                err,
+            )
     return round(bits, 6)

@@ -15,6 +15,7 @@ mismatch; the last resort is sacrebleu's own download from statmt.org (``wmt14/f
 Files written: ``train.{en,de}``, ``valid.{en,de}``, ``newstest20XX.{en,de}`` in ``raw_dir``,
 each atomically and recorded like every other pipeline step, so a re-run skips them.
 """
+
 from __future__ import annotations
 
 import logging
@@ -37,8 +38,8 @@ NEWSTEST_SOURCES = {
     2015: [("wmt/wmt16", "de-en", "validation"), (LIGHTEVAL, "wmt15_en-de", "test")],
     2016: [("wmt/wmt16", "de-en", "test"), (LIGHTEVAL, "wmt16_en-de", "test")],
 }
-SACREBLEU_NAMES = {2014: "wmt14/full"}   # other years: f"wmt{yy}"
-TRAIN_MIN_PAIRS = 4_000_000               # wmt/wmt14 de-en train has 4,508,785
+SACREBLEU_NAMES = {2014: "wmt14/full"}  # other years: f"wmt{yy}"
+TRAIN_MIN_PAIRS = 4_000_000  # wmt/wmt14 de-en train has 4,508,785
 
 
 def wmt14_sizes() -> dict:
@@ -61,7 +62,10 @@ def _pairs(dataset, batch_size: int = 10_000) -> Iterator[tuple[str, str]]:
 
 def _write_pairs(pairs, en_path: Path, de_path: Path) -> int:
     n = 0
-    with open(en_path, "w", encoding="utf-8", newline="\n") as en, open(de_path, "w", encoding="utf-8", newline="\n") as de:
+    with (
+        open(en_path, "w", encoding="utf-8", newline="\n") as en,
+        open(de_path, "w", encoding="utf-8", newline="\n") as de,
+    ):
         for src, tgt in pairs:
             # One sentence per line: inner line breaks would shift every following line.
             en.write(" ".join(src.split("\n")) + "\n")
@@ -97,12 +101,16 @@ def _newstest_pairs(year: int, cache_dir: str | None, expected: int) -> list[tup
         problems.append(f"sacrebleu {name}: {len(en)}/{len(de)} lines, expected {expected}")
     except Exception as error:
         problems.append(f"sacrebleu: {type(error).__name__}: {error}")
-    raise RuntimeError(f"could not get newstest{year} with {expected} lines:\n  " + "\n  ".join(problems)
-                       + "\nOn a machine without Hub access, put the files in a folder and use --from-files.")
+    raise RuntimeError(
+        f"could not get newstest{year} with {expected} lines:\n  "
+        + "\n  ".join(problems)
+        + "\nOn a machine without Hub access, put the files in a folder and use --from-files."
+    )
 
 
-def download_wmt14_en_de(raw_dir: str | Path, *, cache_dir: str | None = None,
-                         years: tuple[int, ...] = tuple(NEWSTEST_LINES)) -> Path:
+def download_wmt14_en_de(
+    raw_dir: str | Path, *, cache_dir: str | None = None, years: tuple[int, ...] = tuple(NEWSTEST_LINES)
+) -> Path:
     """Write the raw WMT'14 En-De files into ``raw_dir`` (about 1.4 GB; 0.8 GB download)."""
     raw_dir = Path(raw_dir)
     runner = StepRunner(raw_dir, raw_dir / ".steps")
@@ -115,30 +123,59 @@ def download_wmt14_en_de(raw_dir: str | Path, *, cache_dir: str | None = None,
         n = _write_pairs(_pairs(train), outs[0], outs[1])
         log.info("train: %d pairs", n)
         if n < sizes["train_min_pairs"]:
-            raise RuntimeError(f"wmt/wmt14 de-en train has {n:,} pairs, expected at least "
-                               f"{sizes['train_min_pairs']:,} (the release has 4,508,785); the Hub copy changed")
+            raise RuntimeError(
+                f"wmt/wmt14 de-en train has {n:,} pairs, expected at least "
+                f"{sizes['train_min_pairs']:,} (the release has 4,508,785); the Hub copy changed"
+            )
 
-    runner.run("download-train", {"source": "wmt/wmt14 de-en train"}, [],
-               [raw_dir / "train.en", raw_dir / "train.de"], build_train)
+    runner.run(
+        "download-train",
+        {"source": "wmt/wmt14 de-en train"},
+        [],
+        [raw_dir / "train.en", raw_dir / "train.de"],
+        build_train,
+    )
     for year in years:
         name, lines = f"newstest{year}", sizes["newstest_lines"][year]
-        runner.run(f"download-{name}", {"lines": lines}, [], [raw_dir / f"{name}.en", raw_dir / f"{name}.de"],
-                   lambda outs, year=year, lines=lines: _write_pairs(_newstest_pairs(year, cache_dir, lines),
-                                                                      outs[0], outs[1]))
+        runner.run(
+            f"download-{name}",
+            {"lines": lines},
+            [],
+            [raw_dir / f"{name}.en", raw_dir / f"{name}.de"],
+            lambda outs, year=year, lines=lines: _write_pairs(
+                _newstest_pairs(year, cache_dir, lines), outs[0], outs[1]
+            ),
+        )
     # The paper validates on newstest2013 (Figure 6): the 'valid' split is a copy of it.
-    runner.run("copy-valid", {}, [raw_dir / "newstest2013.en", raw_dir / "newstest2013.de"],
-               [raw_dir / "valid.en", raw_dir / "valid.de"],
-               lambda outs: [out.write_bytes((raw_dir / f"newstest2013.{lang}").read_bytes())
-                             for out, lang in zip(outs, ("en", "de"))])
+    runner.run(
+        "copy-valid",
+        {},
+        [raw_dir / "newstest2013.en", raw_dir / "newstest2013.de"],
+        [raw_dir / "valid.en", raw_dir / "valid.de"],
+        lambda outs: [
+            out.write_bytes((raw_dir / f"newstest2013.{lang}").read_bytes()) for out, lang in zip(outs, ("en", "de"))
+        ],
+    )
     return raw_dir
 
 
-def prepare_wmt14_en_de(out_dir: str | Path, *, raw_dir: str | Path | None = None,
-                        from_files: str | Path | None = None, max_pairs: int | None = None,
-                        bpe_merges: int | None = 32000, bpe_vocab_size: int | None = None, max_len: int = 80,
-                        max_ratio: float = 1.5, aggressive_dash_splits: bool = False, seed: int = 0,
-                        workers: int | None = None, cache_dir: str | None = None, src_lang: str = "en",
-                        tgt_lang: str = "de") -> Path:
+def prepare_wmt14_en_de(
+    out_dir: str | Path,
+    *,
+    raw_dir: str | Path | None = None,
+    from_files: str | Path | None = None,
+    max_pairs: int | None = None,
+    bpe_merges: int | None = 32000,
+    bpe_vocab_size: int | None = None,
+    max_len: int = 80,
+    max_ratio: float = 1.5,
+    aggressive_dash_splits: bool = False,
+    seed: int = 0,
+    workers: int | None = None,
+    cache_dir: str | None = None,
+    src_lang: str = "en",
+    tgt_lang: str = "de",
+) -> Path:
     """Download (unless ``from_files``) and prepare WMT'14 En-De as the paper does: what
     ``data_scripts/prepare_wmt14_en_de.py`` runs and what the translation task runs when its small or
     full data is missing. ``max_pairs`` keeps a seeded random subset of the training pairs (the small
@@ -155,7 +192,16 @@ def prepare_wmt14_en_de(out_dir: str | Path, *, raw_dir: str | Path | None = Non
     if bpe_vocab_size is not None:
         bpe_merges = None
     return prepare_translation_data(
-        source, out_dir, src_lang=src_lang, tgt_lang=tgt_lang, bpe_vocab_size=bpe_vocab_size,
-        bpe_merges=bpe_merges, max_pairs=max_pairs, seed=seed, max_len=max_len, max_ratio=max_ratio,
-        aggressive_dash_splits=aggressive_dash_splits, workers=workers)
-
+        source,
+        out_dir,
+        src_lang=src_lang,
+        tgt_lang=tgt_lang,
+        bpe_vocab_size=bpe_vocab_size,
+        bpe_merges=bpe_merges,
+        max_pairs=max_pairs,
+        seed=seed,
+        max_len=max_len,
+        max_ratio=max_ratio,
+        aggressive_dash_splits=aggressive_dash_splits,
+        workers=workers,
+    )

@@ -12,6 +12,7 @@ A batch is a plain dict, the same layout the trainer uses:
   (fairseq's teacher forcing), padded with ``PAD``;
 * ``target`` (batch, tgt_time): the target ids ending in ``EOS``, padded with ``PAD``.
 """
+
 from __future__ import annotations
 
 import torch
@@ -19,8 +20,14 @@ import torch
 from ..special_tokens import EOS, PAD, SPECIAL_TOKENS
 
 
-def random_translation_batch(vocab_size: int, batch_size: int = 8, src_len: int = 12, tgt_len: int = 12,
-                             min_len: int | None = None, seed: int = 0) -> dict[str, torch.Tensor]:
+def random_translation_batch(
+    vocab_size: int,
+    batch_size: int = 8,
+    src_len: int = 12,
+    tgt_len: int = 12,
+    min_len: int | None = None,
+    seed: int = 0,
+) -> dict[str, torch.Tensor]:
     """Random token ids of random lengths in ``[min_len, max_len]``, padded to a rectangle.
 
     Args:
@@ -32,8 +39,10 @@ def random_translation_batch(vocab_size: int, batch_size: int = 8, src_len: int 
     """
     first_ordinary = len(SPECIAL_TOKENS)
     if vocab_size <= first_ordinary:
-        raise ValueError(f"vocab_size={vocab_size} leaves no ordinary tokens after the "
-                         f"{first_ordinary} special ones; use vocab_size >= {first_ordinary + 1}")
+        raise ValueError(
+            f"vocab_size={vocab_size} leaves no ordinary tokens after the "
+            f"{first_ordinary} special ones; use vocab_size >= {first_ordinary + 1}"
+        )
     if min(batch_size, src_len, tgt_len) < 2:
         raise ValueError(f"need batch_size, src_len and tgt_len >= 2, got {batch_size}, {src_len}, {tgt_len}")
     generator = torch.Generator().manual_seed(seed)

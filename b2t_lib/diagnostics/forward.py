@@ -10,6 +10,7 @@ Dividing by the number of target tokens is what fairseq does to the gradients be
 optimizer sees them, so gradient norms measured here are on the trainer's scale and do not grow
 with the batch size.
 """
+
 from __future__ import annotations
 
 import torch
@@ -27,8 +28,10 @@ def model_loss(model: nn.Module, batch: dict, label_smoothing: float = 0.1) -> t
     :func:`b2t_lib.model.forward_batch`) and the ``target`` (batch, tgt_time).
     """
     if "target" not in batch:
-        raise KeyError("the batch lacks 'target'; build one with b2t_lib.diagnostics.random_translation_batch "
-                       "or the trainer's collate")
+        raise KeyError(
+            "the batch lacks 'target'; build one with b2t_lib.diagnostics.random_translation_batch "
+            "or the trainer's collate"
+        )
     logits = forward_batch(model, batch)  # (batch, tgt_time, vocab)
     out = label_smoothed_nll_loss(logits, batch["target"], label_smoothing)
     if int(out.ntokens) == 0:
@@ -43,6 +46,8 @@ def layer_of(model: nn.Module, stack: str, layer_index: int) -> nn.Module:
         raise ValueError(f"the model has no {stack!r} stack; it has: {', '.join(stacks) or 'none'}")
     layers = stacks[stack].layers
     if not -len(layers) <= layer_index < len(layers):
-        raise IndexError(f"layer_index={layer_index} is outside the {len(layers)} {stack} layers "
-                         f"(use 0..{len(layers) - 1}, or -1 for the top layer)")
+        raise IndexError(
+            f"layer_index={layer_index} is outside the {len(layers)} {stack} layers "
+            f"(use 0..{len(layers) - 1}, or -1 for the top layer)"
+        )
     return layers[layer_index]

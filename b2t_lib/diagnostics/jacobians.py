@@ -23,12 +23,14 @@ crossing shrinks the gradient.
 
 **Eq. 8.** For a B2T layer the sum inside the final LayerNorm is
 :math:`s = x_{inp} + x_{ffn} + \mathrm{FFN}(x_{ffn})` (Eq. 5, 7), so
-:math:`\partial s/\partial x_{inp} = I + \partial x_{ffn}/\partial x_{inp} + \partial\mathrm{FFN}(x_{ffn})/\partial x_{inp}`:
+:math:`\partial s/\partial x_{inp} = I + \partial x_{ffn}/\partial x_{inp}
++ \partial\mathrm{FFN}(x_{ffn})/\partial x_{inp}`:
 an identity term that no inner LayerNorm multiplies.
 
 Every Jacobian here is a plain matrix computed with ``torch.func.jacrev``; for a sequence of
 :math:`T` tokens it is :math:`(Td)\times(Td)`, so keep the layer small (d = 8, T = 3).
 """
+
 from __future__ import annotations
 
 import warnings
@@ -44,15 +46,17 @@ from ..layers import DecoderLayer
 def layer_norm_jacobian(x: torch.Tensor, weight: torch.Tensor | None = None, eps: float = 1e-5) -> torch.Tensor:
     r"""Closed-form :math:`\partial\mathrm{LN}(x)/\partial x` for one vector ``x`` (d,), a (d, d) matrix."""
     if x.dim() != 1:
-        raise ValueError(f"layer_norm_jacobian takes one token vector (d,), got shape {tuple(x.shape)}; "
-                         f"a LayerNorm acts on each token separately, so loop or use block_diagonal")
+        raise ValueError(
+            f"layer_norm_jacobian takes one token vector (d,), got shape {tuple(x.shape)}; "
+            f"a LayerNorm acts on each token separately, so loop or use block_diagonal"
+        )
     d = x.numel()
-    sigma = layer_norm_std(x, eps)                      # sqrt(var + eps)
-    n = (x - x.mean()) / sigma                          # (d,) the normalized input
+    sigma = layer_norm_std(x, eps)  # sqrt(var + eps)
+    n = (x - x.mean()) / sigma  # (d,) the normalized input
     identity = torch.eye(d, dtype=x.dtype, device=x.device)
     projection = identity - torch.ones(d, d, dtype=x.dtype, device=x.device) / d - torch.outer(n, n) / d
     gamma = torch.ones_like(x) if weight is None else weight.to(x.dtype)
-    return gamma[:, None] / sigma * projection          # diag(gamma)/sigma (I - 11^T/d - n n^T/d)
+    return gamma[:, None] / sigma * projection  # diag(gamma)/sigma (I - 11^T/d - n n^T/d)
 
 
 def layer_norm_std(x: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
@@ -77,15 +81,16 @@ def jacobian(fn, x: torch.Tensor) -> torch.Tensor:
 def post_ln_jacobian(sublayer, norm: nn.LayerNorm, x: torch.Tensor) -> torch.Tensor:
     r"""Eq. 3 assembled from its parts: :math:`J_{LN}(x+\mathcal F(x))\,(I+J_F(x))` for one token x (d,)."""
     identity = torch.eye(x.numel(), dtype=x.dtype)
-    residual_sum = x + sublayer(x)                                          # (d,) the LN's input
+    residual_sum = x + sublayer(x)  # (d,) the LN's input
     return layer_norm_jacobian(residual_sum.detach(), norm.weight.detach(), norm.eps) @ (
-        identity + jacobian(sublayer, x))
+        identity + jacobian(sublayer, x)
+    )
 
 
 def pre_ln_jacobian(sublayer, norm: nn.LayerNorm, x: torch.Tensor) -> torch.Tensor:
     r"""Eq. 4 assembled from its parts: :math:`I + J_F(\mathrm{LN}(x))\,J_{LN}(x)` for one token x (d,)."""
     identity = torch.eye(x.numel(), dtype=x.dtype)
-    normalized = norm(x).detach()                                           # (d,) the sub-layer's input
+    normalized = norm(x).detach()  # (d,) the sub-layer's input
     return identity + jacobian(sublayer, normalized) @ layer_norm_jacobian(x, norm.weight.detach(), norm.eps)
 
 
@@ -101,8 +106,8 @@ class FinalSumJacobians:
     total: torch.Tensor
     through_norms: torch.Tensor
     through_ffn: torch.Tensor
-    layer: torch.Tensor        # dy/dx_inp of the whole layer (its output, after the final LayerNorm)
-    final_norm: torch.Tensor   # closed-form Jacobian of the final LayerNorm at s, block-diagonal
+    layer: torch.Tensor  # dy/dx_inp of the whole layer (its output, after the final LayerNorm)
+    final_norm: torch.Tensor  # closed-form Jacobian of the final LayerNorm at s, block-diagonal
 
     @property
     def remainder(self) -> torch.Tensor:
@@ -119,8 +124,10 @@ def final_sum_jacobians(layer: nn.Module, x_inp: torch.Tensor, memory: torch.Ten
     inner Post-LN wiring of Eq. 6; the layer is evaluated in eval mode (no dropout).
     """
     if getattr(layer, "final_layer_norm", None) is None:
-        raise ValueError(f"the {layer.variant.name} layer has no final LayerNorm; Eq. 8 is about Post-LN "
-                         f"and B2T layers (variants post_ln, b2t)")
+        raise ValueError(
+            f"the {layer.variant.name} layer has no final LayerNorm; Eq. 8 is about Post-LN "
+            f"and B2T layers (variants post_ln, b2t)"
+        )
     if x_inp.dim() != 2:
         raise ValueError(f"x_inp must be one sequence (time, d_model), got shape {tuple(x_inp.shape)}")
     is_decoder = isinstance(layer, DecoderLayer) and layer.cross_attention
@@ -149,9 +156,9 @@ def final_sum_jacobians(layer: nn.Module, x_inp: torch.Tensor, memory: torch.Ten
     layer.eval()
     handle = layer.final_layer_norm.register_forward_hook(lambda module, args, output: args[0])
     try:
-        total = jacobian(run_layer, x_inp)        # the hook makes the layer return s
+        total = jacobian(run_layer, x_inp)  # the hook makes the layer return s
         with torch.no_grad():
-            s = run_layer(x_inp)                  # (time, d)
+            s = run_layer(x_inp)  # (time, d)
     finally:
         handle.remove()
     try:

@@ -15,6 +15,7 @@ Both are measured from outside the model: forward hooks collect each layer's out
 ``torch.autograd.grad`` differentiates the loss with respect to them, so neither the layer code
 nor the parameters' ``.grad`` fields are touched.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -32,7 +33,7 @@ class LayerGradientNorms:
     """Per-layer gradient norms of one model on one batch (index 0 is the bottom layer)."""
 
     variant: str
-    output: dict[str, np.ndarray] = field(default_factory=dict)      # stack -> (num_layers,) ||dL/dy_l||
+    output: dict[str, np.ndarray] = field(default_factory=dict)  # stack -> (num_layers,) ||dL/dy_l||
     parameters: dict[str, np.ndarray] = field(default_factory=dict)  # stack -> (num_layers,) ||dL/dtheta_l||
     loss: float = float("nan")
 
@@ -75,8 +76,9 @@ def layer_gradient_norms(model: nn.Module, batch: dict, label_smoothing: float =
     for name, stack in stacks.items():
         for layer in stack.layers:
             # forward hook: keep the output tensor, whose gradient autograd.grad will return
-            handles.append(layer.register_forward_hook(
-                lambda module, args, output, store=outputs[name]: store.append(output)))
+            handles.append(
+                layer.register_forward_hook(lambda module, args, output, store=outputs[name]: store.append(output))
+            )
     try:
         loss = model_loss(model, batch, label_smoothing)
     finally:
@@ -86,8 +88,10 @@ def layer_gradient_norms(model: nn.Module, batch: dict, label_smoothing: float =
     tensors, params, spans = [], [], []
     for name, stack in stacks.items():
         if len(outputs[name]) != len(stack.layers):
-            raise RuntimeError(f"expected one output per {name} layer ({len(stack.layers)}), hooks saw "
-                               f"{len(outputs[name])}; does the variant call a layer twice?")
+            raise RuntimeError(
+                f"expected one output per {name} layer ({len(stack.layers)}), hooks saw "
+                f"{len(outputs[name])}; does the variant call a layer twice?"
+            )
         tensors.extend(outputs[name])
         for layer in stack.layers:
             layer_params = [p for p in layer.parameters() if p.requires_grad]
@@ -100,9 +104,9 @@ def layer_gradient_norms(model: nn.Module, batch: dict, label_smoothing: float =
     offset = 0
     for name, stack in stacks.items():
         n = len(stack.layers)
-        result.output[name] = np.array([_norm([g]) for g in grads[offset:offset + n]])
+        result.output[name] = np.array([_norm([g]) for g in grads[offset : offset + n]])
         offset += n
-    param_grads = grads[len(tensors):]
+    param_grads = grads[len(tensors) :]
     per_stack: dict[str, list[float]] = {name: [] for name in stacks}
     for name, start, stop in spans:
         per_stack[name].append(_norm(param_grads[start:stop]))

@@ -18,8 +18,8 @@ branch term is nearly orthogonal to :math:`g_y` (random weights), so the two add
 the FFN contributes :math:`1/18` with PyTorch's default ``nn.Linear`` init (:math:`\mathrm{Var}(W_1)=1/(3d)`,
 :math:`\mathrm{Var}(W_2)=1/(12d)`, ReLU keeps half), the causal self-attention about half the mean squared attention
 weight (large at the first positions, which attend to few tokens), the cross-attention little (its values come
-from the encoder); about 0.2 in all for this course's batch, so :math:`\kappa\approx0.45`. The gradient neither grows nor shrinks when
-the factor is 1; with :math:`\beta=d^{-0.2}` (Eq. 11) that is the critical width
+from the encoder); about 0.2 in all for this course's batch, so :math:`\kappa\approx0.45`. The gradient neither grows
+nor shrinks when the factor is 1; with :math:`\beta=d^{-0.2}` (Eq. 11) that is the critical width
 
 .. math::
     \beta^*=\frac{\sqrt{1+\kappa^2(1-\alpha^2)}-\alpha}{1+\kappa^2},\qquad d^*=(\beta^*)^{-5},
@@ -29,6 +29,7 @@ grows too, and :math:`\kappa` is not a constant: attention's Jacobian grows with
 scores are products of two linear maps of the signal, and the decoder's cross-attention reads the encoder's grown
 output), so the explosion is faster than any fixed per-layer factor predicts.
 """
+
 from __future__ import annotations
 
 import math
@@ -44,7 +45,8 @@ from .forward import model_loss
 
 
 def b2t_no_ln_layer_factor(num_layers: int, d_model: int, branch_gain: float = 0.0) -> float:
-    r"""Per-layer gradient factor :math:`\sqrt{(\alpha+\beta)^2+\beta^2\kappa^2}` (``branch_gain`` is :math:`\kappa`)."""
+    r"""Per-layer gradient factor :math:`\sqrt{(\alpha+\beta)^2+\beta^2\kappa^2}` (``branch_gain`` is
+    :math:`\kappa`)."""
     alpha, beta = b2t_no_ln_alpha(num_layers), b2t_no_ln_beta(d_model)
     return math.sqrt((alpha + beta) ** 2 + (beta * branch_gain) ** 2)
 
@@ -69,9 +71,9 @@ class NoLNBackwardTerms:
     alpha: float
     beta: float
     backward_factor: np.ndarray  # (N,) ||g_x|| / ||g_y|| of each layer
-    branch_term: np.ndarray      # (N,) ||g_x - (alpha + beta) g_y|| / ||g_y|| = beta * kappa
-    branch_cosine: np.ndarray    # (N,) cos(branch term, g_y): near 0 means the two add in quadrature
-    output_rms: np.ndarray       # (N,) root mean square of each layer's output: the forward signal's scale
+    branch_term: np.ndarray  # (N,) ||g_x - (alpha + beta) g_y|| / ||g_y|| = beta * kappa
+    branch_cosine: np.ndarray  # (N,) cos(branch term, g_y): near 0 means the two add in quadrature
+    output_rms: np.ndarray  # (N,) root mean square of each layer's output: the forward signal's scale
 
     @property
     def identity_factor(self) -> float:
@@ -88,8 +90,9 @@ class NoLNBackwardTerms:
         return np.sqrt(self.identity_factor**2 + self.branch_term**2)
 
 
-def b2t_no_ln_backward_terms(model: nn.Module, batch: dict, stack: str = "decoder",
-                             label_smoothing: float = 0.1) -> NoLNBackwardTerms:
+def b2t_no_ln_backward_terms(
+    model: nn.Module, batch: dict, stack: str = "decoder", label_smoothing: float = 0.1
+) -> NoLNBackwardTerms:
     """Measure, for every layer of a B2T w/o LN ``stack``, the identity and branch parts of its input gradient."""
     stacks = model_stacks(model)
     if stack not in stacks:
@@ -111,7 +114,7 @@ def b2t_no_ln_backward_terms(model: nn.Module, batch: dict, stack: str = "decode
         for handle in handles:
             handle.remove()
     grads = torch.autograd.grad(loss, inputs + outputs)
-    g_in, g_out = grads[:len(layers)], grads[len(layers):]
+    g_in, g_out = grads[: len(layers)], grads[len(layers) :]
     alpha, beta = b2t_no_ln_alpha(len(layers)), b2t_no_ln_beta(layers[0].d_model)
     factor, branch, cosine = [], [], []
     for gx, gy in zip(g_in, g_out):
@@ -121,5 +124,12 @@ def b2t_no_ln_backward_terms(model: nn.Module, batch: dict, stack: str = "decode
         branch.append(float(rest.norm() / gy.norm()))
         cosine.append(float(torch.nn.functional.cosine_similarity(rest, gy, dim=0)))
     rms = [float(y.detach().double().pow(2).mean().sqrt()) for y in outputs]
-    return NoLNBackwardTerms(stack=stack, alpha=alpha, beta=beta, backward_factor=np.array(factor),
-                             branch_term=np.array(branch), branch_cosine=np.array(cosine), output_rms=np.array(rms))
+    return NoLNBackwardTerms(
+        stack=stack,
+        alpha=alpha,
+        beta=beta,
+        backward_factor=np.array(factor),
+        branch_term=np.array(branch),
+        branch_cosine=np.array(cosine),
+        output_rms=np.array(rms),
+    )

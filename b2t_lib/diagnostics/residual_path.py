@@ -18,6 +18,7 @@ hook on each LayerNorm module sees its input and output, a forward hook on the l
 output. A tensor seen twice (Post-LN's last LayerNorm output *is* the layer output; Pre-LN's first
 LayerNorm input *is* the layer input) is one point with a combined label.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -42,10 +43,10 @@ class ResidualPathGradients:
 
     variant: str
     stack: str
-    layer_index: int          # 0-based index in the stack
+    layer_index: int  # 0-based index in the stack
     num_layers: int
-    labels: list[str]         # e.g. ["input", "SA-LN in", "SA-LN out", ..., "FFN-LN out = output"]
-    norms: np.ndarray         # (num_points,) ||dL/dv|| at each point
+    labels: list[str]  # e.g. ["input", "SA-LN in", "SA-LN out", ..., "FFN-LN out = output"]
+    norms: np.ndarray  # (num_points,) ||dL/dv|| at each point
 
     @property
     def title(self) -> str:
@@ -70,8 +71,9 @@ class ResidualPathGradients:
         return ratios
 
 
-def residual_path_gradients(model: nn.Module, batch: dict, stack: str = "decoder", layer_index: int = -1,
-                            label_smoothing: float = 0.1) -> ResidualPathGradients:
+def residual_path_gradients(
+    model: nn.Module, batch: dict, stack: str = "decoder", layer_index: int = -1, label_smoothing: float = 0.1
+) -> ResidualPathGradients:
     """Measure the gradient norm at each point of ``model.<stack>.layers[layer_index]`` on ``batch``.
 
     ``layer_index`` is 0-based; -1 is the top layer (Figure 4 is the 18th decoder layer of 18,
@@ -96,6 +98,7 @@ def residual_path_gradients(model: nn.Module, batch: dict, stack: str = "decoder
         def hook(module, args, output) -> None:
             add(f"{short} in", args[0])
             add(f"{short} out", output)
+
         return hook
 
     def see_output(module, args, output) -> None:
@@ -118,5 +121,11 @@ def residual_path_gradients(model: nn.Module, batch: dict, stack: str = "decoder
     grads = torch.autograd.grad(loss, [tensor for _, tensor in points], allow_unused=True)
     norms = np.array([0.0 if g is None else float(g.detach().double().norm()) for g in grads])
     variant = model.cfg.variant if hasattr(model, "cfg") else layer.variant.name
-    return ResidualPathGradients(variant=variant, stack=stack, layer_index=layer_index % num_layers,
-                                 num_layers=num_layers, labels=[label for label, _ in points], norms=norms)
+    return ResidualPathGradients(
+        variant=variant,
+        stack=stack,
+        layer_index=layer_index % num_layers,
+        num_layers=num_layers,
+        labels=[label for label, _ in points],
+        norms=norms,
+    )

@@ -16,6 +16,7 @@ ends *before* the last LayerNorm) re-normalizes at every layer.
 The outputs are the layers' own outputs, taken with forward hooks; Pre-LN's final stack
 LayerNorm is not part of any layer and is not applied.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -50,8 +51,10 @@ def layer_output_similarity(model: nn.Module, batch: dict, stack: str = "encoder
     if stack not in stacks:
         raise ValueError(f"the model has no {stack!r} stack; it has: {', '.join(stacks) or 'none'}")
     outputs: list[torch.Tensor] = []
-    handles = [layer.register_forward_hook(lambda module, args, output: outputs.append(output))
-               for layer in stacks[stack].layers]
+    handles = [
+        layer.register_forward_hook(lambda module, args, output: outputs.append(output))
+        for layer in stacks[stack].layers
+    ]
     was_training = model.training
     model.eval()
     try:

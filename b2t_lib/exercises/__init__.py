@@ -22,6 +22,7 @@ exercise      checker                                  the learner writes
 5.3           :func:`check_critical_width`             ``critical_width(num_layers, kappa)``
 ============  =======================================  ==============================================
 """
+
 from ._core import EXERCISES, NOT_SOLVED, SOLVED, WRONG, CheckResult, Exercise
 from .ch01 import check_layer_wiring, check_post_ln_layer
 from .ch02 import check_ln_gradient_factor, check_ln_jacobian
@@ -30,8 +31,21 @@ from .ch04 import check_layer_similarity, check_similarity_prediction
 from .ch05 import check_b2t_wiring, check_critical_width, check_decoder_eq8
 
 __all__ = [
-    "EXERCISES", "SOLVED", "NOT_SOLVED", "WRONG", "CheckResult", "Exercise",
-    "check_layer_wiring", "check_post_ln_layer", "check_ln_jacobian", "check_ln_gradient_factor",
-    "check_layer_gradient_norms", "check_decay_factor", "check_layer_similarity", "check_similarity_prediction",
-    "check_b2t_wiring", "check_decoder_eq8", "check_critical_width",
+    "EXERCISES",
+    "SOLVED",
+    "NOT_SOLVED",
+    "WRONG",
+    "CheckResult",
+    "Exercise",
+    "check_layer_wiring",
+    "check_post_ln_layer",
+    "check_ln_jacobian",
+    "check_ln_gradient_factor",
+    "check_layer_gradient_norms",
+    "check_decay_factor",
+    "check_layer_similarity",
+    "check_similarity_prediction",
+    "check_b2t_wiring",
+    "check_decoder_eq8",
+    "check_critical_width",
 ]

@@ -4,6 +4,7 @@ A checker compares the learner's answer with the reference on random inputs. Whe
 answer with a list of *known mistakes* (each computed from the same inputs) and names the first one that matches,
 so the message says what is wrong, not only that something is.
 """
+
 from __future__ import annotations
 
 import functools
@@ -66,8 +67,12 @@ def exercise(exercise_id: str, title: str):
                 with torch.random.fork_rng(devices=[]):  # the learner's random state is left as it was
                     note = check(*answers)
             except _NotSolved:
-                return CheckResult(exercise_id, title, NOT_SOLVED,
-                                   "Replace the `raise NotImplementedError` line with your answer and run the cell again")
+                return CheckResult(
+                    exercise_id,
+                    title,
+                    NOT_SOLVED,
+                    "Replace the `raise NotImplementedError` line with your answer and run the cell again",
+                )
             except Wrong as wrong:
                 return CheckResult(exercise_id, title, WRONG, str(wrong))
             return CheckResult(exercise_id, title, SOLVED, note or "")
@@ -103,8 +108,15 @@ def close(a: torch.Tensor, b: torch.Tensor, rtol: float, atol: float) -> bool:
     return a.shape == b.shape and bool(torch.allclose(a, b.to(a.dtype), rtol=rtol, atol=atol))
 
 
-def diagnose(got, expected: torch.Tensor, mistakes: Iterable[tuple[torch.Tensor, str]], what: str,
-             rtol: float = 1e-5, atol: float = 1e-8, hint: str = "") -> None:
+def diagnose(
+    got,
+    expected: torch.Tensor,
+    mistakes: Iterable[tuple[torch.Tensor, str]],
+    what: str,
+    rtol: float = 1e-5,
+    atol: float = 1e-8,
+    hint: str = "",
+) -> None:
     """Return if ``got`` matches ``expected``; else raise :class:`Wrong` naming the first matching known mistake."""
     got = as_tensor(got, what)
     expected = expected.detach().to(torch.float64)

@@ -3,6 +3,7 @@ the LayerNorm's :math:`1/\sigma` (Section 3) and the fixed scales of B2T without
 
 Every function takes the plain data of :mod:`b2t_lib.diagnostics` and returns a Figure.
 """
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -19,9 +20,14 @@ from .style import apply_style, variant_color, variant_label
 STACK_TITLES = {"encoder": "(a) encoder side", "decoder": "(b) decoder side"}
 
 
-def plot_layer_gradient_norms(profiles: Sequence[LayerGradientNorms], kind: str = "output",
-                              labels: Sequence[str] | None = None, linestyles: Sequence[str] | None = None,
-                              colors: Sequence[str] | None = None, title: str | None = None):
+def plot_layer_gradient_norms(
+    profiles: Sequence[LayerGradientNorms],
+    kind: str = "output",
+    labels: Sequence[str] | None = None,
+    linestyles: Sequence[str] | None = None,
+    colors: Sequence[str] | None = None,
+    title: str | None = None,
+):
     r"""Figure 3: one panel per stack, the gradient norm of every layer (1 = bottom), log scale.
 
     ``kind="output"`` plots :math:`\lVert\partial\mathcal L/\partial y_l\rVert`, ``"parameters"`` the
@@ -38,10 +44,14 @@ def plot_layer_gradient_norms(profiles: Sequence[LayerGradientNorms], kind: str 
             if stack not in profile.output:
                 continue
             values = profile.norms(stack, kind)
-            ax.plot(np.arange(1, len(values) + 1), values, marker="o",
-                    color=colors[i] if colors else variant_color(profile.variant),
-                    linestyle=linestyles[i] if linestyles else "-",
-                    label=labels[i] if labels else variant_label(profile.variant))
+            ax.plot(
+                np.arange(1, len(values) + 1),
+                values,
+                marker="o",
+                color=colors[i] if colors else variant_color(profile.variant),
+                linestyle=linestyles[i] if linestyles else "-",
+                label=labels[i] if labels else variant_label(profile.variant),
+            )
         ax.set_yscale("log")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("layer (1 = bottom)")
@@ -54,13 +64,12 @@ def plot_layer_gradient_norms(profiles: Sequence[LayerGradientNorms], kind: str 
     return fig
 
 
-def plot_residual_path_gradients(paths: Sequence[ResidualPathGradients],
-                                 paper_numbers: dict[str, str] | None = None):
+def plot_residual_path_gradients(paths: Sequence[ResidualPathGradients], paper_numbers: dict[str, str] | None = None):
     r"""Figures 4 and 7: the gradient norm at each point of a layer, one panel per layer.
 
     Bars at a LayerNorm's input are light, the others dark, so each drop (dark output bar :math:`\to`
-    light input bar of the same LayerNorm, read right to left as back-propagation runs) stands out. ``paper_numbers`` maps
-    a point label to the paper's location number, e.g. ``{"SA-LN in": "(1)"}``.
+    light input bar of the same LayerNorm, read right to left as back-propagation runs) stands out.
+    ``paper_numbers`` maps a point label to the paper's location number, e.g. ``{"SA-LN in": "(1)"}``.
     """
     apply_style()
     if not paths:
@@ -74,13 +83,20 @@ def plot_residual_path_gradients(paths: Sequence[ResidualPathGradients],
             bar.set_alpha(0.4 if light else 1.0)
         if any(at_norm_input):
             ax.set_ylim(0, 1.3 * float(np.max(path.norms)))  # headroom for the legend
-            ax.legend(handles=[Patch(color=color, alpha=0.4, label="LayerNorm input"),
-                               Patch(color=color, label="other points")], loc="upper left")
+            ax.legend(
+                handles=[
+                    Patch(color=color, alpha=0.4, label="LayerNorm input"),
+                    Patch(color=color, label="other points"),
+                ],
+                loc="upper left",
+            )
         ticks = []
         for label in path.labels:
             first = label.split(" = ")[0]
             number = (paper_numbers or {}).get(first, "")
-            ticks.append(f"{number}\n{label.replace(' = ', chr(10) + '= ')}" if number else label.replace(" = ", "\n= "))
+            ticks.append(
+                f"{number}\n{label.replace(' = ', chr(10) + '= ')}" if number else label.replace(" = ", "\n= ")
+            )
         ax.set_xticks(range(len(path.labels)), ticks, rotation=60, ha="right", fontsize=8)
         ax.set_ylabel("gradient norm")
         ax.set_title(f"{variant_label(path.variant)}: {path.title}")
@@ -96,8 +112,15 @@ def plot_layer_norm_gradient_scaling(input_std: np.ndarray, gradient_ratio: np.n
     fig, ax = plt.subplots(figsize=(5.0, 3.8))
     order = np.argsort(input_std)
     ax.plot(input_std[order], 1.0 / input_std[order], color="#333333", linestyle="--", label=r"$1/\sigma$ (bound)")
-    ax.plot(input_std[order], gradient_ratio[order], marker="o", markersize=7, linestyle="none",
-            color=variant_color("post_ln"), label="measured through LayerNorm")
+    ax.plot(
+        input_std[order],
+        gradient_ratio[order],
+        marker="o",
+        markersize=7,
+        linestyle="none",
+        color=variant_color("post_ln"),
+        label="measured through LayerNorm",
+    )
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel(r"standard deviation $\sigma$ of the LayerNorm input")

@@ -5,6 +5,7 @@ The inputs are the cell records of :mod:`b2t_lib.trainability` (``train_curve`` 
 ``valid_curve`` lists of ``[update, value]``). The gradient profile of all methods at
 initialization (Figure 3 style) is :func:`b2t_lib.plots.gradients.plot_layer_gradient_norms`.
 """
+
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
@@ -13,8 +14,9 @@ import numpy as np
 from .style import apply_style, variant_color, variant_label
 
 
-def plot_training_curves(cells: list[dict], curve: str = "train_curve", ylabel: str = "training loss (bits)",
-                         title: str | None = None):
+def plot_training_curves(
+    cells: list[dict], curve: str = "train_curve", ylabel: str = "training loss (bits)", title: str | None = None
+):
     """One panel per depth; one line per variant (``curve`` is ``train_curve`` or ``valid_curve``).
 
     The y-range is that of the runs that did not diverge, so one exploding run does not flatten the
@@ -35,12 +37,11 @@ def plot_training_curves(cells: list[dict], curve: str = "train_curve", ylabel: 
                 continue
             updates, values = zip(*points)
             color = variant_color(cell["variant"])
-            failed = cell.get("status") in ("diverged", "stalled")   # b2t_lib.train.failure
+            failed = cell.get("status") in ("diverged", "stalled")  # b2t_lib.train.failure
             label = variant_label(cell["variant"]) + (f" ({cell['status']})" if failed else "")
             ax.plot(updates, values, color=color, label=label)
             if cell.get("status") == "diverged" and high is not None:
-                ax.plot(updates[-1], high + 0.04 * (high - low), marker="x", markersize=9, color=color,
-                        clip_on=False)
+                ax.plot(updates[-1], high + 0.04 * (high - low), marker="x", markersize=9, color=color, clip_on=False)
         if low is not None:
             margin = 0.05 * (high - low) or 0.5
             ax.set_ylim(low - margin, high + margin)

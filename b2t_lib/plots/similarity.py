@@ -1,4 +1,5 @@
 """Figure 5: heat maps of the cosine similarity between the outputs of every pair of layers."""
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -10,8 +11,9 @@ from ..diagnostics.similarity import LayerSimilarity
 from .style import apply_style, variant_label
 
 
-def plot_layer_similarity(similarities: Sequence[LayerSimilarity], titles: Sequence[str] | None = None,
-                          ncols: int | None = None):
+def plot_layer_similarity(
+    similarities: Sequence[LayerSimilarity], titles: Sequence[str] | None = None, ncols: int | None = None
+):
     """One heat map per model, lower triangle only (the matrix is symmetric), values written in cells.
 
     Row i, column j is layer i+1 against layer j+1; the bottom row is the final layer, so the
@@ -24,7 +26,7 @@ def plot_layer_similarity(similarities: Sequence[LayerSimilarity], titles: Seque
     ncols = ncols or len(similarities)
     nrows = -(-len(similarities) // ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(3.6 * ncols + 0.8, 3.6 * nrows), squeeze=False)
-    for ax in axes.flat[len(similarities):]:
+    for ax in axes.flat[len(similarities) :]:
         ax.set_visible(False)
     image = None
     for i, (ax, sim) in enumerate(zip(axes.flat, similarities)):
@@ -35,8 +37,15 @@ def plot_layer_similarity(similarities: Sequence[LayerSimilarity], titles: Seque
             for row in range(n):
                 for col in range(row + 1):
                     value = sim.matrix[row, col]
-                    ax.text(col, row, f"{value:.2f}", ha="center", va="center", fontsize=7,
-                            color="white" if value < 0.6 else "black")
+                    ax.text(
+                        col,
+                        row,
+                        f"{value:.2f}",
+                        ha="center",
+                        va="center",
+                        fontsize=7,
+                        color="white" if value < 0.6 else "black",
+                    )
         ax.set_xticks(range(n), [str(k + 1) for k in range(n)])
         ax.set_yticks(range(n), [str(k + 1) for k in range(n)])
         ax.set_xlabel("layer")

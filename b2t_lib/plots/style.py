@@ -3,6 +3,7 @@
 ``make course`` sets ``B2T_FIGURE_DIR`` (``build/figures``); :func:`save_figure` writes a PNG there
 when it is set and does nothing otherwise, so notebooks can call it unconditionally.
 """
+
 from __future__ import annotations
 
 import os

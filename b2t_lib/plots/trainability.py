@@ -1,6 +1,7 @@
 """The trainability map as a heatmap: one panel per variant, depth by peak learning rate, each cell
 colored by how training ended, the trainer's status (:mod:`b2t_lib.trainability`,
 :mod:`b2t_lib.train.failure`): "completed" is labeled "trained" in the legend."""
+
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
@@ -13,8 +14,11 @@ from .style import apply_style, variant_label
 
 # completed (trained) / stalled / diverged / not run
 STATUS_COLORS = {"completed": "#4c9f70", "stalled": "#f2c14e", "diverged": "#d1495b", None: "#eeeeee"}
-STATUS_LABELS = {"completed": "trained", "stalled": "stalled (Training failed)",
-                 "diverged": "diverged (Training failed)"}
+STATUS_LABELS = {
+    "completed": "trained",
+    "stalled": "stalled (Training failed)",
+    "diverged": "diverged (Training failed)",
+}
 _ORDER = list(STATUSES) + [None]
 
 
@@ -30,8 +34,7 @@ def plot_trainability_map(result: dict, variants: list[str] | None = None, annot
     if variants is None:
         variants = list(dict.fromkeys(c["variant"] for c in result["cells"]))
     cmap = ListedColormap([STATUS_COLORS[s] for s in _ORDER])
-    fig, axes = plt.subplots(1, len(variants), figsize=(2.2 + 2.0 * len(variants), 3.0), squeeze=False,
-                             sharey=True)
+    fig, axes = plt.subplots(1, len(variants), figsize=(2.2 + 2.0 * len(variants), 3.0), squeeze=False, sharey=True)
     for ax, variant in zip(axes[0], variants):
         depths, lrs, grid = status_grid(result, variant)
         codes = np.array([[_ORDER.index(s) for s in row] for row in grid], dtype=float)  # (depths, lrs)
@@ -57,7 +60,9 @@ def plot_trainability_map(result: dict, variants: list[str] | None = None, annot
         bar = f"; trained = valid NLL < unigram {baseline:.2f} - {margin:g} = {threshold:.2f} bits"
     elif threshold is not None:
         bar = f"; trained = valid NLL < {threshold:.2f} bits"
-    fig.suptitle(f"Trainability map ({result.get('scale', '?')} scale, {result.get('max_update', '?')} updates"
-                 + bar + ")", fontsize=10)
+    fig.suptitle(
+        f"Trainability map ({result.get('scale', '?')} scale, {result.get('max_update', '?')} updates" + bar + ")",
+        fontsize=10,
+    )
     fig.tight_layout()
     return fig

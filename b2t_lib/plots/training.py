@@ -5,6 +5,7 @@ entries per variant, and the runs' statuses, so that a run that diverged or stal
 (:mod:`b2t_lib.train.failure`) is drawn as failed (dashed, "training failed" in the legend) instead
 of silently vanishing from the figure or passing for a trained one.
 """
+
 from __future__ import annotations
 
 import math
@@ -19,8 +20,7 @@ def _series(entries: list[dict], key: str) -> tuple[list[int], list[float]]:
     return [u for u, _ in points], [v for _, v in points]
 
 
-def _plot_runs(ax, logs: dict[str, list[dict]], key: str, status: dict[str, str] | None,
-               clip: float | None) -> None:
+def _plot_runs(ax, logs: dict[str, list[dict]], key: str, status: dict[str, str] | None, clip: float | None) -> None:
     status = status or {}
     for variant, entries in logs.items():
         updates, values = _series(entries, key)
@@ -30,19 +30,27 @@ def _plot_runs(ax, logs: dict[str, list[dict]], key: str, status: dict[str, str]
         label = variant_label(variant) + (" (training failed)" if failed else "")
         if clip is not None:  # keep exploded losses from flattening the other curves
             values = [min(v, clip) if math.isfinite(v) else clip for v in values]
-        ax.plot(updates, values, color=variant_color(variant), label=label,
-                linestyle="--" if failed else "-")
+        ax.plot(updates, values, color=variant_color(variant), label=label, linestyle="--" if failed else "-")
         if failed:
             ax.plot(updates[-1], values[-1], marker="x", color=variant_color(variant), markersize=8)
 
 
-def plot_training_loss(logs: dict[str, list[dict]], status: dict[str, str] | None = None,
-                       title: str = "Training loss, 18L-18L", clip: float | None = None):
+def plot_training_loss(
+    logs: dict[str, list[dict]],
+    status: dict[str, str] | None = None,
+    title: str = "Training loss, 18L-18L",
+    clip: float | None = None,
+):
     """Figure 1: label-smoothed training loss (base 2, as fairseq logs it) against updates."""
     apply_style()
     fig, ax = plt.subplots()
-    _plot_runs(ax, {v: [e for e in entries if e.get("kind", "train") == "train"] for v, entries in logs.items()},
-               "loss", status, clip)
+    _plot_runs(
+        ax,
+        {v: [e for e in entries if e.get("kind", "train") == "train"] for v, entries in logs.items()},
+        "loss",
+        status,
+        clip,
+    )
     ax.set_xlabel("updates")
     ax.set_ylabel("training loss (bits / token)")
     ax.set_title(title)
@@ -50,13 +58,22 @@ def plot_training_loss(logs: dict[str, list[dict]], status: dict[str, str] | Non
     return fig
 
 
-def plot_valid_nll(logs: dict[str, list[dict]], status: dict[str, str] | None = None,
-                   title: str = "Validation NLL, 18L-18L", clip: float | None = None):
+def plot_valid_nll(
+    logs: dict[str, list[dict]],
+    status: dict[str, str] | None = None,
+    title: str = "Validation NLL, 18L-18L",
+    clip: float | None = None,
+):
     """Figure 6: negative log-likelihood on the validation set (base 2) against updates."""
     apply_style()
     fig, ax = plt.subplots()
-    _plot_runs(ax, {v: [e for e in entries if e.get("kind") == "valid"] for v, entries in logs.items()},
-               "valid_nll", status, clip)
+    _plot_runs(
+        ax,
+        {v: [e for e in entries if e.get("kind") == "valid"] for v, entries in logs.items()},
+        "valid_nll",
+        status,
+        clip,
+    )
     ax.set_xlabel("updates")
     ax.set_ylabel("validation NLL (bits / token)")
     ax.set_title(title)

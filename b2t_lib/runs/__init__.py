@@ -11,6 +11,7 @@ imports it. Modules: :mod:`.launch` (``launch``), :mod:`.queue` (the detached qu
 run's state from its folder), :mod:`.progress` (bars), :mod:`.sweep` (runs side by side in this machine's
 processes), :mod:`.cost` (FLOPs per update and estimated GPU-hours).
 """
+
 from .cost import estimate_gpu_hours
 from .launch import LaunchError, launch
 from .state import group_dir, runs_root

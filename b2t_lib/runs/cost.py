@@ -31,14 +31,15 @@ there (the table after the ``gpu-throughput`` marker, written from ``benchmarks/
 --device cuda``); otherwise an assumed 30 % of an H100-class GPU's dense bf16 peak (989 TFLOPS), and the
 estimate says so. Either way it is an estimate: real runs also validate, checkpoint and decode.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 
 ASSUMED_GPU = "H100-class GPU"
-ASSUMED_PEAK_TFLOPS = 989.0      # H100 / H200 SXM, dense bf16
-ASSUMED_MFU = 0.30               # typical of Transformer-base training in bf16 (not measured here)
+ASSUMED_PEAK_TFLOPS = 989.0  # H100 / H200 SXM, dense bf16
+ASSUMED_MFU = 0.30  # typical of Transformer-base training in bf16 (not measured here)
 RESULTS_MARKER = "<!-- gpu-throughput"  # the line before the table the estimator reads
 SPEECH_CONV_CHANNELS, SPEECH_FEATURES, SPEECH_KERNEL = 1024, 80, 5
 
@@ -47,29 +48,36 @@ SPEECH_CONV_CHANNELS, SPEECH_FEATURES, SPEECH_KERNEL = 1024, 80, 5
 class TaskShape:
     """How one task's ``tokens_per_update`` turns into model positions (typical values, documented)."""
 
-    src_per_token: float   # encoder positions per counted token
-    tgt_per_token: float   # decoder positions per counted token
-    src_len: float         # typical source length n_s (attention span)
-    tgt_len: float         # typical target length n_t (causal span: n_t / 2 on average)
-    logits: int            # output logits computed per target position
+    src_per_token: float  # encoder positions per counted token
+    tgt_per_token: float  # decoder positions per counted token
+    src_len: float  # typical source length n_s (attention span)
+    tgt_len: float  # typical target length n_t (causal span: n_t / 2 on average)
+    logits: int  # output logits computed per target position
     note: str
 
 
 TASK_SHAPES = {
     # The batcher counts max(source, target) per sentence: about as many source as target positions.
-    "mt": TaskShape(1.0, 1.0, 28, 28, 32768,
-                    "WMT'14 En-De after 32K BPE merges: ~28 tokens per sentence, a ~32K joined vocabulary"),
+    "mt": TaskShape(
+        1.0, 1.0, 28, 28, 32768, "WMT'14 En-De after 32K BPE merges: ~28 tokens per sentence, a ~32K joined vocabulary"
+    ),
     # Gigaword: articles ~31 words, headlines ~8 (data_scripts/README.md); the article is the longer side.
-    "summarization": TaskShape(1.0, 0.3, 35, 10, 32768,
-                               "Gigaword: ~35-token articles (counted), ~10-token headlines"),
+    "summarization": TaskShape(1.0, 0.3, 35, 10, 32768, "Gigaword: ~35-token articles (counted), ~10-token headlines"),
     # WikiText-103 blocks; adaptive softmax: 20,000 head words + 2 cluster logits for every token, the
     # tails (d/4 and d/16 wide) only for the ~8 % of tokens in them (docs/methods.md §3.4): ~21K logits.
-    "lm": TaskShape(0.0, 1.0, 0, 1024, 21000,
-                    "WikiText-103 blocks of 1024 tokens; adaptive softmax ~21K effective logits"),
+    "lm": TaskShape(
+        0.0, 1.0, 0, 1024, 21000, "WikiText-103 blocks of 1024 tokens; adaptive softmax ~21K effective logits"
+    ),
     # LibriSpeech: max_tokens counts fbank frames (100 per second); the front end subsamples 4x; an
     # utterance of ~12.3 s has ~1230 frames and ~42 target pieces (10K unigram vocabulary).
-    "asr": TaskShape(0.25, 0.034, 308, 42, 10000,
-                     "LibriSpeech: tokens are fbank frames, 4x subsampled; ~42 pieces per 1230-frame utterance"),
+    "asr": TaskShape(
+        0.25,
+        0.034,
+        308,
+        42,
+        10000,
+        "LibriSpeech: tokens are fbank frames, 4x subsampled; ~42 pieces per 1230-frame utterance",
+    ),
 }
 
 
@@ -85,17 +93,19 @@ def flops_per_update(model, tokens: int, task: str = "mt") -> float:
     shape = TASK_SHAPES[task]
     d, f, le, ld = model.d_model, model.d_ff, model.encoder_layers, model.decoder_layers
     s, t = tokens * shape.src_per_token, tokens * shape.tgt_per_token
-    block = 2 * (4 * d * d + 2 * d * f)                      # projections + FFN, per position and layer
+    block = 2 * (4 * d * d + 2 * d * f)  # projections + FFN, per position and layer
     encoder = s * le * (block + 4 * d * shape.src_len)
     cross = le > 0
     decoder = t * ld * (block + 2 * d * shape.tgt_len + (4 * d * d + 4 * d * shape.src_len if cross else 0))
     cross_kv = s * ld * 4 * d * d if cross else 0.0
     output = t * 2 * d * shape.logits
     frontend = 0.0
-    if task == "asr":   # two stride-2 convolutions: 80 -> C channels at T/2, C/2 -> 2d at T/4
+    if task == "asr":  # two stride-2 convolutions: 80 -> C channels at T/2, C/2 -> 2d at T/4
         frames = tokens
-        frontend = (frames / 2 * 2 * SPEECH_FEATURES * SPEECH_KERNEL * SPEECH_CONV_CHANNELS
-                    + frames / 4 * 2 * (SPEECH_CONV_CHANNELS // 2) * SPEECH_KERNEL * 2 * d)
+        frontend = (
+            frames / 2 * 2 * SPEECH_FEATURES * SPEECH_KERNEL * SPEECH_CONV_CHANNELS
+            + frames / 4 * 2 * (SPEECH_CONV_CHANNELS // 2) * SPEECH_KERNEL * 2 * d
+        )
     return 3.0 * (encoder + decoder + cross_kv + output + frontend)
 
 
@@ -126,8 +136,10 @@ class CostEstimate:
 
     def __str__(self) -> str:
         how = "measured MFU" if self.throughput.measured else "assumed MFU"
-        return (f"~{format_hours(self.gpu_hours)} GPU-hours on an {self.throughput.gpu} (estimated: "
-                f"{self.flops:.2e} FLOPs at {how} {self.throughput.mfu:.0%})")
+        return (
+            f"~{format_hours(self.gpu_hours)} GPU-hours on an {self.throughput.gpu} (estimated: "
+            f"{self.flops:.2e} FLOPs at {how} {self.throughput.mfu:.0%})"
+        )
 
 
 def format_hours(hours: float) -> str:
@@ -150,7 +162,7 @@ def measured_throughput(results_md: str | Path | None = None) -> Throughput | No
     if start is None:
         return None
     rows = []
-    for line in lines[start + 1:]:
+    for line in lines[start + 1 :]:
         if not line.strip().startswith("|"):
             if rows or line.strip():
                 break
@@ -165,14 +177,24 @@ def measured_throughput(results_md: str | Path | None = None) -> Throughput | No
     mfus = sorted(r[0] for r in rows)
     median = mfus[len(mfus) // 2] if len(mfus) % 2 else (mfus[len(mfus) // 2 - 1] + mfus[len(mfus) // 2]) / 2
     latest = rows[-1]
-    return Throughput(median, latest[1], latest[2], True,
-                      f"median MFU of {len(rows)} measurement(s) in {path.name} (latest {latest[3]}, {latest[2]})")
+    return Throughput(
+        median,
+        latest[1],
+        latest[2],
+        True,
+        f"median MFU of {len(rows)} measurement(s) in {path.name} (latest {latest[3]}, {latest[2]})",
+    )
 
 
 def assumed_throughput() -> Throughput:
-    return Throughput(ASSUMED_MFU, ASSUMED_PEAK_TFLOPS, ASSUMED_GPU, False,
-                      f"no GPU measurement in benchmarks/RESULTS.md yet: assumed {ASSUMED_MFU:.0%} MFU of "
-                      f"{ASSUMED_PEAK_TFLOPS:.0f} bf16 TFLOPS")
+    return Throughput(
+        ASSUMED_MFU,
+        ASSUMED_PEAK_TFLOPS,
+        ASSUMED_GPU,
+        False,
+        f"no GPU measurement in benchmarks/RESULTS.md yet: assumed {ASSUMED_MFU:.0%} MFU of "
+        f"{ASSUMED_PEAK_TFLOPS:.0f} bf16 TFLOPS",
+    )
 
 
 def estimate_gpu_hours(cfg, *, results_md: str | Path | None = None, updates: int | None = None) -> CostEstimate:
@@ -190,10 +212,14 @@ def estimate_gpu_hours(cfg, *, results_md: str | Path | None = None, updates: in
 
 # Table 7 of the paper: (GPUs, hours) per model, mostly P100s; the configurations it reports per task.
 PAPER_TABLE7 = {
-    ("mt", 6, 6): (128, 5), ("mt", 18, 18): (128, 13),
-    ("summarization", 6, 6): (64, 4), ("summarization", 18, 18): (144, 17),
-    ("lm", 0, 6): (128, 4), ("lm", 0, 16): (192, 7),
-    ("asr", 6, 6): (32, 22), ("asr", 12, 6): (32, 34),
+    ("mt", 6, 6): (128, 5),
+    ("mt", 18, 18): (128, 13),
+    ("summarization", 6, 6): (64, 4),
+    ("summarization", 18, 18): (144, 17),
+    ("lm", 0, 6): (128, 4),
+    ("lm", 0, 16): (192, 7),
+    ("asr", 6, 6): (32, 22),
+    ("asr", 12, 6): (32, 34),
 }
 
 
@@ -202,22 +228,25 @@ def estimate_table(results_md: str | Path | None = None) -> str:
     from ..train.options import TrainConfig
 
     throughput = measured_throughput(results_md) or assumed_throughput()
-    lines = ["| task | model | small: updates x tokens | small: GPU-hours | full: updates x tokens | "
-             "full: GPU-hours | paper (Table 7): GPUs x hours |",
-             "|---|---|---|---:|---|---:|---|"]
+    lines = [
+        "| task | model | small: updates x tokens | small: GPU-hours | full: updates x tokens | "
+        "full: GPU-hours | paper (Table 7): GPUs x hours |",
+        "|---|---|---|---:|---|---:|---|",
+    ]
     for (task, enc, dec), (gpus, hours) in PAPER_TABLE7.items():
         row = [task, f"{dec}L" if enc == 0 else f"{enc}L-{dec}L"]
         for scale in ("small", "full"):
             cfg = TrainConfig.from_preset(task, scale, encoder_layers=enc, decoder_layers=dec)
             est = estimate_gpu_hours(cfg, results_md=results_md)
-            row += [f"{cfg.max_update // 1000}K x {est.tokens_per_update:,}",
-                    f"~{format_hours(est.gpu_hours)}"]
+            row += [f"{cfg.max_update // 1000}K x {est.tokens_per_update:,}", f"~{format_hours(est.gpu_hours)}"]
         row.append(f"{gpus} x {hours} h = {gpus * hours:,} GPU-hours")
         lines.append("| " + " | ".join(row) + " |")
     how = "measured" if throughput.measured else "assumed"
     lines.append("")
-    lines.append(f"Estimated GPU-hours on an {throughput.gpu} at {how} {throughput.mfu:.0%} MFU "
-                 f"({throughput.source}); the paper's hours are wall-clock on P100s.")
+    lines.append(
+        f"Estimated GPU-hours on an {throughput.gpu} at {how} {throughput.mfu:.0%} MFU "
+        f"({throughput.source}); the paper's hours are wall-clock on P100s."
+    )
     return "\n".join(lines)
 
 
@@ -226,5 +255,7 @@ def describe(cfg) -> str:
     est = estimate_gpu_hours(cfg)
     m = cfg.model
     depth = f"{m.decoder_layers}L" if m.encoder_layers == 0 else f"{m.encoder_layers}L-{m.decoder_layers}L"
-    return (f"{cfg.task} {cfg.scale} {m.variant} {depth}, {cfg.max_update} updates x "
-            f"{est.tokens_per_update} tokens: ~{format_hours(est.gpu_hours)} GPU-hours")
+    return (
+        f"{cfg.task} {cfg.scale} {m.variant} {depth}, {cfg.max_update} updates x "
+        f"{est.tokens_per_update} tokens: ~{format_hours(est.gpu_hours)} GPU-hours"
+    )

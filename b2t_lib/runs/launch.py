@@ -26,6 +26,7 @@ never happens unasked).
 
 Progress: one bar per run (:mod:`.progress`), or plain-text lines under nbval and without a terminal.
 """
+
 from __future__ import annotations
 
 import os
@@ -41,8 +42,19 @@ from . import queue as q
 from .cost import describe, estimate_gpu_hours, format_hours
 from ..train.options import RESUMABLE_CHANGES, TrainConfig
 from .progress import LaunchProgress
-from .state import (QUEUE_DIR, TRAIN_LOG, RunStatus, check_name, config_differences, group_dir, group_statuses,
-                   log_tail, repo_root, runs_root, stored_config)
+from .state import (
+    QUEUE_DIR,
+    TRAIN_LOG,
+    RunStatus,
+    check_name,
+    config_differences,
+    group_dir,
+    group_statuses,
+    log_tail,
+    repo_root,
+    runs_root,
+    stored_config,
+)
 from .sweep import run_many
 
 __all__ = ["launch", "runs_root", "estimate_gpu_hours", "LaunchError"]
@@ -78,19 +90,25 @@ def _check_folders(statuses: dict[str, RunStatus], configs: dict[str, TrainConfi
             continue
         where = f"{status.dir} ({status.describe()})"
         if status.state == "running":
-            raise LaunchError(f"{where} is being trained right now with other options:\n  " + "\n  ".join(diffs)
-                              + f"\nWait for it, or stop it (pid {status.launch.get('pid')}), or use another name.")
+            raise LaunchError(
+                f"{where} is being trained right now with other options:\n  "
+                + "\n  ".join(diffs)
+                + f"\nWait for it, or stop it (pid {status.launch.get('pid')}), or use another name."
+            )
         if on_mismatch != "retrain":
-            raise LaunchError(f"{where} holds a run with other options:\n  " + "\n  ".join(diffs)
-                              + "\nIt is kept. Give this run another name, delete the folder, or call "
-                                "launch(..., on_mismatch='retrain') to delete it and train again.")
+            raise LaunchError(
+                f"{where} holds a run with other options:\n  "
+                + "\n  ".join(diffs)
+                + "\nIt is kept. Give this run another name, delete the folder, or call "
+                "launch(..., on_mismatch='retrain') to delete it and train again."
+            )
         shutil.rmtree(status.dir)
         statuses[name] = RunStatus(name, status.dir, "new")
 
 
 def _prepare_data(configs) -> None:
     """Prepare each data folder the runs need once, before they start (parallel runs never race to make it)."""
-    from ..train.tasks import build_task
+    from ..train.registry import build_task
 
     seen = set()
     for cfg in configs:
@@ -104,12 +122,13 @@ def _default_devices(configs: list[TrainConfig], workers: int | None) -> list[st
         return ["cpu"] * (workers or min(len(configs), os.cpu_count() or 1))
     gpus = q.visible_gpus()
     if any(c.scale == "full" for c in configs):
-        return [",".join(gpus)]                   # one run at a time on every GPU (torchrun)
-    return gpus                                   # one run per GPU
+        return [",".join(gpus)]  # one run at a time on every GPU (torchrun)
+    return gpus  # one run per GPU
 
 
-def _print_plan(group: str, configs: dict[str, TrainConfig], statuses: dict[str, RunStatus],
-                slots: list[dict], workers: int) -> None:
+def _print_plan(
+    group: str, configs: dict[str, TrainConfig], statuses: dict[str, RunStatus], slots: list[dict], workers: int
+) -> None:
     print(f"launch '{group}': {len(configs)} runs under {group_dir(group)}")
     total, measured = 0.0, None
     for name, cfg in configs.items():
@@ -123,33 +142,52 @@ def _print_plan(group: str, configs: dict[str, TrainConfig], statuses: dict[str,
             line += f" {describe(cfg)}" + (f" ({format_hours(left)} left)" if 0 < status.update else "")
         print(line)
     if measured is not None:
-        print(f"  estimated GPU-hours still to spend: ~{format_hours(total)} ({measured.source}; an estimate "
-              f"from the FLOP count, see b2t_lib.runs.cost)")
+        print(
+            f"  estimated GPU-hours still to spend: ~{format_hours(total)} ({measured.source}; an estimate "
+            f"from the FLOP count, see b2t_lib.runs.cost)"
+        )
     devices = ", ".join(s["name"] for s in slots)
-    print(f"  devices: {devices}; {workers} run(s) at a time, the others queued; logs: <run>/{TRAIN_LOG}; "
-          f"status from a terminal: python -m b2t_lib runs {group}")
+    print(
+        f"  devices: {devices}; {workers} run(s) at a time, the others queued; logs: <run>/{TRAIN_LOG}; "
+        f"status from a terminal: python -m b2t_lib runs {group}"
+    )
 
 
 def _detached_message(group: str) -> str:
-    return (f"Stopped waiting. The runs of '{group}' go on in the background (folders under "
-            f"{group_dir(group)}; each has train.log and launch.json). Run the same cell again to re-attach: "
-            f"finished runs are skipped, running ones shown, interrupted ones resumed. From a terminal: "
-            f"`python -m b2t_lib runs {group}` (it lists the pids, should you want to stop a run).")
+    return (
+        f"Stopped waiting. The runs of '{group}' go on in the background (folders under "
+        f"{group_dir(group)}; each has train.log and launch.json). Run the same cell again to re-attach: "
+        f"finished runs are skipped, running ones shown, interrupted ones resumed. From a terminal: "
+        f"`python -m b2t_lib runs {group}` (it lists the pids, should you want to stop a run)."
+    )
 
 
 def _failures(statuses: dict[str, RunStatus]) -> None:
     failed = [s for s in statuses.values() if s.state == "failed"]
     if failed:
-        parts = [f"{s.name}: {s.describe()}\n    " + log_tail(s.dir / TRAIN_LOG).replace("\n", "\n    ")
-                 for s in failed]
-        raise LaunchError(f"{len(failed)} run(s) ended without a result (the others finished):\n"
-                          + "\n".join(parts) + "\nFix the cause and call launch again: it resumes them.")
+        parts = [
+            f"{s.name}: {s.describe()}\n    " + log_tail(s.dir / TRAIN_LOG).replace("\n", "\n    ") for s in failed
+        ]
+        raise LaunchError(
+            f"{len(failed)} run(s) ended without a result (the others finished):\n"
+            + "\n".join(parts)
+            + "\nFix the cause and call launch again: it resumes them."
+        )
 
 
-def launch(runs: dict[str, TrainConfig], group: str, *, workers: int | None = None,
-           devices: list[str] | None = None, detach: bool | None = None, wait: bool = True,
-           progress: bool = True, progress_interval: float = 30.0, on_mismatch: str = "refuse",
-           poll_interval: float = 1.0) -> dict[str, dict]:
+def launch(
+    runs: dict[str, TrainConfig],
+    group: str,
+    *,
+    workers: int | None = None,
+    devices: list[str] | None = None,
+    detach: bool | None = None,
+    wait: bool = True,
+    progress: bool = True,
+    progress_interval: float = 30.0,
+    on_mismatch: str = "refuse",
+    poll_interval: float = 1.0,
+) -> dict[str, dict]:
     """Train ``runs`` (run name -> :class:`TrainConfig`) in ``runs_root()/group/<name>``; return each
     run's ``result.json`` record once all have ended (see the module docstring).
 
@@ -171,7 +209,7 @@ def launch(runs: dict[str, TrainConfig], group: str, *, workers: int | None = No
         return {}
     folder = group_dir(group)
     configs = {check_name(name, "the run name"): _resolve(cfg, folder / name) for name, cfg in runs.items()}
-    for cfg in configs.values():      # small/full need a GPU unless the config asks for the CPU itself
+    for cfg in configs.values():  # small/full need a GPU unless the config asks for the CPU itself
         cfg.check_hardware()
     detached = detach if detach is not None else any(c.scale != "tiny" for c in configs.values())
     statuses = group_statuses(group, list(configs))
@@ -184,12 +222,22 @@ def launch(runs: dict[str, TrainConfig], group: str, *, workers: int | None = No
     session = f"{datetime.now():%Y%m%dT%H%M%S}-{os.getpid()}-{secrets.token_hex(3)}"
     _print_plan(group, configs, statuses, slots, workers)
     if all(s.state == "finished" for s in statuses.values()):
-        return {n: statuses[n].result for n in configs}       # nothing to start, no queue
+        return {n: statuses[n].result for n in configs}  # nothing to start, no queue
     queue = folder / QUEUE_DIR
-    write_json_atomic(queue / q.PLAN, {
-        "version": 1, "group": group, "session": session, "created": q.now_iso(), "runs_root": str(runs_root()),
-        "cwd": str(repo_root()), "slots": slots, "workers": workers,
-        "runs": [{"name": name, "config": cfg.to_dict()} for name, cfg in configs.items()]})
+    write_json_atomic(
+        queue / q.PLAN,
+        {
+            "version": 1,
+            "group": group,
+            "session": session,
+            "created": q.now_iso(),
+            "runs_root": str(runs_root()),
+            "cwd": str(repo_root()),
+            "slots": slots,
+            "workers": workers,
+            "runs": [{"name": name, "config": cfg.to_dict()} for name, cfg in configs.items()],
+        },
+    )
     return _wait(group, configs, session, wait, progress, progress_interval, poll_interval)
 
 
@@ -197,14 +245,21 @@ def _train_here(group, configs, statuses, workers, progress, progress_interval, 
     records = {n: s.result for n, s in statuses.items() if s.state == "finished"}
     running = [s for s in statuses.values() if s.state == "running"]
     if running:
-        raise LaunchError(f"{running[0].dir} is being trained by process {running[0].launch.get('pid')}; "
-                          f"wait for it (launch re-attaches only to detached runs: pass detach=True)")
+        raise LaunchError(
+            f"{running[0].dir} is being trained by process {running[0].launch.get('pid')}; "
+            f"wait for it (launch re-attaches only to detached runs: pass detach=True)"
+        )
     todo = {n: c for n, c in configs.items() if n not in records}
     _prepare_data(todo.values())
-    print(f"launch '{group}': {len(todo)} to train here, {len(records)} finished already (kept) under "
-          f"{group_dir(group)}", flush=True)
-    display = LaunchProgress({n: c.max_update for n, c in todo.items()}, interval=progress_interval,
-                             new_label="pending") if progress else None
+    print(
+        f"launch '{group}': {len(todo)} to train here, {len(records)} finished already (kept) under {group_dir(group)}",
+        flush=True,
+    )
+    display = (
+        LaunchProgress({n: c.max_update for n, c in todo.items()}, interval=progress_interval, new_label="pending")
+        if progress
+        else None
+    )
 
     def poll():
         display.show(group_statuses(group, list(todo)))
@@ -212,8 +267,11 @@ def _train_here(group, configs, statuses, workers, progress, progress_interval, 
     try:
         done = run_many(list(todo.values()), workers, poll=poll if display else None, poll_interval=poll_interval)
     except KeyboardInterrupt:
-        print(f"Stopped: the runs trained in this process were stopped; their checkpoints are kept in "
-              f"{group_dir(group)} and the next launch resumes them.", flush=True)
+        print(
+            f"Stopped: the runs trained in this process were stopped; their checkpoints are kept in "
+            f"{group_dir(group)} and the next launch resumes them.",
+            flush=True,
+        )
         raise
     finally:
         if display is not None:
@@ -237,8 +295,11 @@ def _wait(group, configs, session, wait, progress, progress_interval, poll_inter
     if not wait:
         statuses = group_statuses(group, names, session)
         return {n: s.result for n, s in statuses.items() if s.state == "finished"}
-    display = LaunchProgress({n: c.max_update for n, c in configs.items()}, interval=progress_interval,
-                             new_label="queued") if progress else None
+    display = (
+        LaunchProgress({n: c.max_update for n, c in configs.items()}, interval=progress_interval, new_label="queued")
+        if progress
+        else None
+    )
     try:
         while True:
             statuses = group_statuses(group, names, session)
@@ -249,11 +310,13 @@ def _wait(group, configs, session, wait, progress, progress_interval, poll_inter
             if (runner is None or runner.poll() is not None) and not q.queue_alive(queue):
                 state = read_json(queue / q.STATE) or {}
                 if state.get("session") == session and state.get("phase") == "failed":
-                    raise LaunchError(f"the queue of '{group}' stopped: {state.get('message')} (runs it had "
-                                      f"started go on). {queue / q.QUEUE_LOG} ends with:\n"
-                                      f"{log_tail(queue / q.QUEUE_LOG)}\nFix the cause and call launch again.")
+                    raise LaunchError(
+                        f"the queue of '{group}' stopped: {state.get('message')} (runs it had "
+                        f"started go on). {queue / q.QUEUE_LOG} ends with:\n"
+                        f"{log_tail(queue / q.QUEUE_LOG)}\nFix the cause and call launch again."
+                    )
                 if any(s.state in ("new", "interrupted") for s in statuses.values()):
-                    ensure_runner()       # the runner ended or was killed before these started
+                    ensure_runner()  # the runner ended or was killed before these started
             time.sleep(poll_interval)
     except KeyboardInterrupt:
         if display is not None:

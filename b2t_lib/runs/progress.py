@@ -8,6 +8,7 @@ the output is neither a notebook nor a terminal: a block of one line per run, fi
 days leaves a readable log, and always once at the end. Everything is printed from the caller's
 thread, between polls: nothing prints after the cell has ended.
 """
+
 from __future__ import annotations
 
 import os
@@ -42,21 +43,29 @@ class LaunchProgress:
     """Shows the runs ``totals`` (name -> max_update); call :meth:`show` with fresh statuses at every
     poll and :meth:`close` at the end."""
 
-    def __init__(self, totals: dict[str, int], *, bars: bool | None = None, interval: float = 30.0,
-                 max_interval: float = 600.0, stream=None, new_label: str = "new"):
+    def __init__(
+        self,
+        totals: dict[str, int],
+        *,
+        bars: bool | None = None,
+        interval: float = 30.0,
+        max_interval: float = 600.0,
+        stream=None,
+        new_label: str = "new",
+    ):
         self.totals = dict(totals)
         self.bars = use_bars() if bars is None else bars
         self.interval, self.max_interval = interval, max_interval
         self.stream = stream or sys.stdout
         self._bars: dict = {}
-        self._seen: dict[str, tuple[float, int]] = {}   # name -> (time, update) when first seen running
+        self._seen: dict[str, tuple[float, int]] = {}  # name -> (time, update) when first seen running
         self._next = time.time() + interval
         self._last: dict[str, RunStatus] = {}
-        self.new_label = new_label                      # "queued" where a queue starts the new runs
+        self.new_label = new_label  # "queued" where a queue starts the new runs
 
     # ------------------------------------------------------------------ shared
     def _label(self, status: RunStatus) -> str:
-        if status.state == "new":          # no launch record: queued, or training in this machine's processes
+        if status.state == "new":  # no launch record: queued, or training in this machine's processes
             return "training" if status.update > 0 else self.new_label
         return status.describe()
 
@@ -99,7 +108,7 @@ class LaunchProgress:
             self._next = now + self.interval
         else:
             for name, s in statuses.items():
-                self._rate(name, s, now)   # start measuring the rate at the first sight
+                self._rate(name, s, now)  # start measuring the rate at the first sight
 
     # ------------------------------------------------------------------ bars
     def _show_bars(self, statuses: dict[str, RunStatus]) -> None:
@@ -108,8 +117,15 @@ class LaunchProgress:
         for i, (name, s) in enumerate(statuses.items()):
             bar = self._bars.get(name)
             if bar is None:
-                bar = self._bars[name] = tqdm(total=self.totals.get(name) or None, initial=s.update, desc=name,
-                                              unit="upd", position=i, leave=True, dynamic_ncols=True)
+                bar = self._bars[name] = tqdm(
+                    total=self.totals.get(name) or None,
+                    initial=s.update,
+                    desc=name,
+                    unit="upd",
+                    position=i,
+                    leave=True,
+                    dynamic_ncols=True,
+                )
             if s.update > bar.n:
                 bar.update(s.update - bar.n)
             post = {"state": self._label(s) if s.state != "failed" else "failed"}

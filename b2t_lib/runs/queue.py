@@ -24,6 +24,7 @@ A slot is busy while any launched process of any group under ``runs_root()`` use
 launch records), so two groups never put two runs on one GPU. Killing the runner stops no run: the
 next ``launch`` starts a new runner, which waits for the live runs and resumes those that died.
 """
+
 from __future__ import annotations
 
 import os
@@ -90,7 +91,7 @@ def start_run(name: str, cfg_values: dict, slot: dict, session: str, cwd: str) -
     run_dir.mkdir(parents=True, exist_ok=True)
     previous = read_json(run_dir / LAUNCH_RECORD) or {}
     config_file = run_dir / RUN_CONFIG
-    write_json_atomic(config_file, {**cfg_values, "resume": True})   # a detached run always resumes its folder
+    write_json_atomic(config_file, {**cfg_values, "resume": True})  # a detached run always resumes its folder
     command = run_command(config_file, slot)
     env = dict(os.environ, PYTHONUNBUFFERED="1", CUDA_VISIBLE_DEVICES=slot["cuda"])
     package_parent = str(Path(__file__).resolve().parents[2])
@@ -99,15 +100,37 @@ def start_run(name: str, cfg_values: dict, slot: dict, session: str, cwd: str) -
     with open(run_dir / TRAIN_LOG, "ab") as log:
         log.write(f"\n=== {now_iso()} attempt {attempt} on {slot['name']}: {shlex.join(command)}\n".encode())
         log.flush()
-        process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                   cwd=cwd, env=env, start_new_session=True)
-    write_json_atomic(run_dir / LAUNCH_RECORD, {
-        "name": name, "pid": process.pid, "token": process_token(process.pid), "command": shlex.join(command),
-        "started": now_iso(), "started_unix": time.time(), "device": slot["name"],
-        "cuda_visible_devices": slot["cuda"], "nproc": slot["nproc"], "host": socket.gethostname(),
-        "session": session, "attempt": attempt, "queue_pid": os.getpid(), "log": str(run_dir / TRAIN_LOG),
-        "config": cfg_values, "exit_code": None, "ended": None,
-    })
+        process = subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=cwd,
+            env=env,
+            start_new_session=True,
+        )
+    write_json_atomic(
+        run_dir / LAUNCH_RECORD,
+        {
+            "name": name,
+            "pid": process.pid,
+            "token": process_token(process.pid),
+            "command": shlex.join(command),
+            "started": now_iso(),
+            "started_unix": time.time(),
+            "device": slot["name"],
+            "cuda_visible_devices": slot["cuda"],
+            "nproc": slot["nproc"],
+            "host": socket.gethostname(),
+            "session": session,
+            "attempt": attempt,
+            "queue_pid": os.getpid(),
+            "log": str(run_dir / TRAIN_LOG),
+            "config": cfg_values,
+            "exit_code": None,
+            "ended": None,
+        },
+    )
     return process
 
 
@@ -147,9 +170,15 @@ def start_queue(queue: Path) -> subprocess.Popen:
     package_parent = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_parent, os.environ.get("PYTHONPATH", "")) if p)
     with open(queue / QUEUE_LOG, "ab") as log:
-        return subprocess.Popen([sys.executable, "-m", "b2t_lib", "launch-queue", str(queue / PLAN)],
-                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                cwd=str(repo_root()), env=env, start_new_session=True)
+        return subprocess.Popen(
+            [sys.executable, "-m", "b2t_lib", "launch-queue", str(queue / PLAN)],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=str(repo_root()),
+            env=env,
+            start_new_session=True,
+        )
 
 
 def _say(message: str) -> None:
@@ -158,7 +187,7 @@ def _say(message: str) -> None:
 
 def _prepare(cfg_values: dict) -> None:
     from ..train.options import TrainConfig
-    from ..train.tasks import build_task
+    from ..train.registry import build_task
 
     build_task(TrainConfig.from_dict(cfg_values)).prepare_data()
 
@@ -172,19 +201,20 @@ def run_queue(plan_path: str | Path, poll: float = POLL_S) -> int:
         _say("another queue runner holds this group's lock; it reads the new plan; exiting")
         return 0
     state_path = queue / STATE
-    children: dict[str, tuple[subprocess.Popen, dict, Path]] = {}   # name -> (process, slot, run folder)
+    children: dict[str, tuple[subprocess.Popen, dict, Path]] = {}  # name -> (process, slot, run folder)
     prepared: set[tuple[str, str]] = set()
     plan: dict = {}
 
     def state(phase: str, **more) -> None:
-        write_json_atomic(state_path, {"session": plan.get("session"), "pid": os.getpid(), "phase": phase,
-                                       "time": now_iso(), **more})
+        write_json_atomic(
+            state_path, {"session": plan.get("session"), "pid": os.getpid(), "phase": phase, "time": now_iso(), **more}
+        )
 
     try:
         while True:
-            plan = read_json(plan_path) or plan          # a later launch may have replaced it
+            plan = read_json(plan_path) or plan  # a later launch may have replaced it
             runs, session = plan_runs(plan), plan["session"]
-            for name, (process, _, run_dir) in list(children.items()):   # reap what ended
+            for name, (process, _, run_dir) in list(children.items()):  # reap what ended
                 code = process.poll()
                 if code is not None:
                     record_exit(run_dir, code)
@@ -197,7 +227,7 @@ def run_queue(plan_path: str | Path, poll: float = POLL_S) -> int:
                 state("done")
                 _say("nothing left to start or wait for; the queue ends")
                 return 0
-            for name in todo:                             # data first, once per data folder
+            for name in todo:  # data first, once per data folder
                 key = (runs[name]["task"], runs[name]["data"])
                 if key not in prepared:
                     state("preparing", data=runs[name]["data"])
@@ -207,7 +237,7 @@ def run_queue(plan_path: str | Path, poll: float = POLL_S) -> int:
             busy = busy_devices(Path(plan["runs_root"])) | {slot["name"] for _, slot, _ in children.values()}
             free = [slot for slot in plan["slots"] if slot["name"] not in busy]
             capacity = plan["workers"] - len(live)
-            for name in todo[:max(0, min(capacity, len(free)))]:
+            for name in todo[: max(0, min(capacity, len(free)))]:
                 slot = free.pop(0)
                 process = start_run(name, runs[name], slot, session, plan["cwd"])
                 children[name] = (process, slot, Path(runs[name]["save_dir"]))
@@ -227,4 +257,3 @@ def run_queue(plan_path: str | Path, poll: float = POLL_S) -> int:
 def plan_runs(plan: dict) -> dict[str, dict]:
     """``{name: config values}`` of a plan, in its order."""
     return {run["name"]: run["config"] for run in plan["runs"]}
-

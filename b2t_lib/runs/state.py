@@ -20,6 +20,7 @@ A run is, in this order:
 Everything here reads files and ``/proc``; nothing keeps state in memory, so a notebook kernel, a
 terminal and the queue runner all see the same thing.
 """
+
 from __future__ import annotations
 
 import json
@@ -34,7 +35,7 @@ from ..train.records import LOG_NAME, RESULT_NAME
 
 FINISHED = ("completed", "stalled", "diverged")
 LAUNCH_RECORD = "launch.json"
-RUN_CONFIG = "config.json"          # a detached run's whole config, which its process trains from
+RUN_CONFIG = "config.json"  # a detached run's whole config, which its process trains from
 TRAIN_LOG = "train.log"
 QUEUE_DIR = ".launch"
 # Options the launcher sets itself and that do not change what a run computes.
@@ -57,8 +58,10 @@ def runs_root() -> Path:
 
 def check_name(name: str, what: str) -> str:
     if not isinstance(name, str) or not _NAME.match(name):
-        raise ValueError(f"{what} {name!r} must be one folder name: letters, digits and _ . + = - "
-                         f"(not starting with a dot or a dash)")
+        raise ValueError(
+            f"{what} {name!r} must be one folder name: letters, digits and _ . + = - "
+            f"(not starting with a dot or a dash)"
+        )
     return name
 
 
@@ -74,18 +77,18 @@ def process_token(pid: int) -> str | None:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         if Path("/proc/self/stat").exists():
-            return None                                   # Linux: no such process
-        try:                                              # elsewhere: the pid alone
+            return None  # Linux: no such process
+        try:  # elsewhere: the pid alone
             os.kill(pid, 0)
         except ProcessLookupError:
             return None
         except PermissionError:
             pass
         return "?"
-    fields = stat[stat.rindex(")") + 2:].split()          # after "pid (command) "
-    if fields[0] in ("Z", "X"):                           # ended, not yet reaped
+    fields = stat[stat.rindex(")") + 2 :].split()  # after "pid (command) "
+    if fields[0] in ("Z", "X"):  # ended, not yet reaped
         return None
-    return fields[19]                                     # field 22 of stat: start time
+    return fields[19]  # field 22 of stat: start time
 
 
 def process_alive(pid: int | None, token: str | None) -> bool:
@@ -192,8 +195,7 @@ def run_status(run_dir: Path, session: str | None = None, name: str | None = Non
         status.update = int(result.get("metrics", {}).get("num_updates", status.update))
     elif process_alive(status.launch.get("pid"), status.launch.get("token")):
         status.state = "running"
-    elif (status.launch.get("exit_code") is not None and session is not None
-          and status.launch.get("session") == session):
+    elif status.launch.get("exit_code") is not None and session is not None and status.launch.get("session") == session:
         status.state = "failed"
     elif status.launch or holds_run(run_dir):
         status.state = "interrupted"
@@ -204,8 +206,11 @@ def group_statuses(group: str, names=None, session: str | None = None) -> dict[s
     """Every run of ``group`` (or the ``names`` given), by name."""
     folder = group_dir(group)
     if names is None:
-        names = sorted(p.name for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")) \
-            if folder.is_dir() else []
+        names = (
+            sorted(p.name for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
+            if folder.is_dir()
+            else []
+        )
     return {n: run_status(folder / n, session, n) for n in names}
 
 

@@ -7,6 +7,7 @@ Each run is an ordinary :class:`~b2t_lib.train.Trainer` in a fresh ``spawn`` pro
 runs' ``result.json`` records, in the order of ``configs``. Runs are independent: the same
 config gives the same result alone or in a sweep.
 """
+
 from __future__ import annotations
 
 import multiprocessing as mp
@@ -18,14 +19,14 @@ from ..train.options import TrainConfig
 
 
 def _run_one(cfg: TrainConfig) -> dict:
-    from ..train.trainer import Trainer   # imported in the child process
+    from ..train.trainer import Trainer  # imported in the child process
 
     return Trainer(cfg).train()
 
 
 def _stop_workers(pool: ProcessPoolExecutor) -> None:
     """End the pool's processes now (a training run does not stop on its own)."""
-    if hasattr(pool, "terminate_workers"):      # Python >= 3.14
+    if hasattr(pool, "terminate_workers"):  # Python >= 3.14
         pool.terminate_workers()
         return
     for process in list((getattr(pool, "_processes", None) or {}).values()):
@@ -33,8 +34,13 @@ def _stop_workers(pool: ProcessPoolExecutor) -> None:
     pool.shutdown(wait=True, cancel_futures=True)
 
 
-def run_many(configs: list[TrainConfig], workers: int | None = None, *,
-             poll: Callable[[], None] | None = None, poll_interval: float = 2.0) -> list[dict]:
+def run_many(
+    configs: list[TrainConfig],
+    workers: int | None = None,
+    *,
+    poll: Callable[[], None] | None = None,
+    poll_interval: float = 2.0,
+) -> list[dict]:
     """Train every config (``workers`` at a time, default: one per CPU core) and return their
     result records. ``workers=1`` trains them one after the other in this process.
 

@@ -11,24 +11,42 @@ Running many runs, detached at small/full, is the orchestration's job (:mod:`b2t
 sits above this package and is never imported by it. The names below are imported on first use, so
 ``import b2t_lib.train`` loads no trainer until one is asked for.
 """
+
 from __future__ import annotations
 
 import importlib
 
 _EXPORTS = {
-    "LossOutput": "..loss", "label_smoothed_nll_loss": "..loss",
-    "CheckpointMismatch": ".checkpoint", "UnreadableCheckpoint": ".checkpoint", "UntrustedCheckpoint": ".checkpoint",
-    "average_checkpoints": ".checkpoint", "list_checkpoints": ".checkpoint", "load_checkpoint": ".checkpoint",
+    "LossOutput": "..loss",
+    "label_smoothed_nll_loss": "..loss",
+    "CheckpointMismatch": ".checkpoint",
+    "UnreadableCheckpoint": ".checkpoint",
+    "UntrustedCheckpoint": ".checkpoint",
+    "average_checkpoints": ".checkpoint",
+    "list_checkpoints": ".checkpoint",
+    "load_checkpoint": ".checkpoint",
     "DivergenceMonitor": ".divergence",
-    "FAILED_STATUSES": ".failure", "STATUSES": ".failure", "StallRule": ".failure", "failure_note": ".failure",
+    "FAILED_STATUSES": ".failure",
+    "STATUSES": ".failure",
+    "StallRule": ".failure",
+    "failure_note": ".failure",
     "is_failed": ".failure",
-    "evaluate_run": ".evaluate", "load_trained_model": ".evaluate",
-    "TrainConfig": ".options", "option_defaults": ".options", "option_fields": ".options",
-    "read_log": ".records", "read_result": ".records",
-    "SCHEDULERS": ".schedule", "LRSchedule": ".schedule",
-    "TASK_REGISTRY": ".task", "Task": ".task", "register_task": ".task",
-    "build_task": ".tasks",
-    "Trainer": ".trainer", "train": ".trainer",
+    "evaluate_run": ".evaluate",
+    "load_trained_model": ".evaluate",
+    "TrainConfig": ".options",
+    "option_defaults": ".options",
+    "option_fields": ".options",
+    "read_log": ".records",
+    "read_result": ".records",
+    "SCHEDULERS": ".schedule",
+    "LRSchedule": ".schedule",
+    "TASK_REGISTRY": ".task",
+    "Task": ".task",
+    "register_task": ".task",
+    "build_task": ".registry",
+    "task_names": ".registry",
+    "Trainer": ".trainer",
+    "train": ".trainer",
 }
 __all__ = sorted(_EXPORTS)
 

@@ -23,6 +23,7 @@ scored with ``jiwer`` per split (:func:`b2t_lib.metrics.word_error_rate`):
 WER in percent; for LibriSpeech these are Table 5's ``dev_clean``, ``dev_other``, ``test_clean``,
 ``test_other``. The synthetic corpus has ``valid``, ``test_clean`` and a noisier ``test_other``.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -52,8 +53,11 @@ class _Splits:
         return int(self.starts[-1])
 
     def batches(self, max_tokens: int, **kwargs) -> list[list[int]]:
-        return [[int(self.starts[k]) + i for i in batch]
-                for k, dataset in enumerate(self.datasets) for batch in dataset.batches(max_tokens, **kwargs)]
+        return [
+            [int(self.starts[k]) + i for i in batch]
+            for k, dataset in enumerate(self.datasets)
+            for batch in dataset.batches(max_tokens, **kwargs)
+        ]
 
     def collate(self, indices: list[int]) -> dict:
         k = int(np.searchsorted(self.starts, indices[0], side="right")) - 1
@@ -80,8 +84,10 @@ class SpeechRecognitionTask(Task):
     def check_config(cls, cfg) -> None:
         """Speech recognition reads audio features (the S2T front end)."""
         if cfg.model.encoder_input != "speech":
-            raise ValueError(f"--task asr needs --encoder-input speech (got {cfg.model.encoder_input!r}): speech "
-                             f"recognition reads audio features")
+            raise ValueError(
+                f"--task asr needs --encoder-input speech (got {cfg.model.encoder_input!r}): speech "
+                f"recognition reads audio features"
+            )
 
     # ---------------------------------------------------------------- data
     data_kind = "speech data"
@@ -90,9 +96,16 @@ class SpeechRecognitionTask(Task):
         """The synthetic spoken-word corpus (tiny scale; finished steps are reused)."""
         from ..data.synthetic_speech import prepare_synthetic_asr
 
-        return prepare_synthetic_asr(path, n_train=self.cfg.synthetic_train_pairs, n_valid=SYNTHETIC_VALID,
-                                     n_test=SYNTHETIC_TEST, n_test_other=SYNTHETIC_TEST_OTHER, seed=1,
-                                     vocab_size=SYNTHETIC_VOCAB_SIZE, workers=1)
+        return prepare_synthetic_asr(
+            path,
+            n_train=self.cfg.synthetic_train_pairs,
+            n_valid=SYNTHETIC_VALID,
+            n_test=SYNTHETIC_TEST,
+            n_test_other=SYNTHETIC_TEST_OTHER,
+            seed=1,
+            vocab_size=SYNTHETIC_VOCAB_SIZE,
+            workers=1,
+        )
 
     def prepare_real(self, path: Path, **options) -> Path:
         """Stream LibriSpeech from the Hub into ``path`` (``options``: the splits), as
@@ -102,9 +115,11 @@ class SpeechRecognitionTask(Task):
         return prepare_librispeech(path, **options)
 
     def how_to_prepare(self, path: Path) -> str:
-        return (f"Prepare LibriSpeech with `python data_scripts/prepare_librispeech.py --out-dir {path}` (the small "
-                f"scale: add --splits train.clean.100 validation.clean validation.other test.clean test.other), or "
-                f"your own audio with --from-files DIR, or pass --data to a prepared directory")
+        return (
+            f"Prepare LibriSpeech with `python data_scripts/prepare_librispeech.py --out-dir {path}` (the small "
+            f"scale: add --splits train.clean.100 validation.clean validation.other test.clean test.other), or "
+            f"your own audio with --from-files DIR, or pass --data to a prepared directory"
+        )
 
     def load_datasets(self) -> None:
         from ..data.speech_dataset import load_speech_split, speech_manifest
@@ -115,8 +130,10 @@ class SpeechRecognitionTask(Task):
         self.train_data = load_speech_split(path, self.manifest["train_split"], verify=False)
         valid = self.manifest["valid_splits"]
         if not valid:
-            raise ValueError(f"{path} has no validation split; prepare it with one (dev_clean/dev_other, or "
-                             f"valid.tsv with --from-files)")
+            raise ValueError(
+                f"{path} has no validation split; prepare it with one (dev_clean/dev_other, or "
+                f"valid.tsv with --from-files)"
+            )
         self.valid_data = _Splits([load_speech_split(path, split) for split in valid])
 
     @property
@@ -153,9 +170,13 @@ class SpeechRecognitionTask(Task):
     def transcribe(self, model, dataset, device) -> list[str]:
         """Lower-case word hypotheses for every utterance of ``dataset``, in corpus order (:meth:`Task.decode`:
         beam search over batches of ``eval_batch_size`` utterances of similar length)."""
-        return self.decode(model, dataset, device,
-                           lambda batch: SpeechSource(batch["features"], batch["src_lengths"]).to(device),
-                           self.cfg.lenpen)
+        return self.decode(
+            model,
+            dataset,
+            device,
+            lambda batch: SpeechSource(batch["features"], batch["src_lengths"]).to(device),
+            self.cfg.lenpen,
+        )
 
     def evaluate(self, model, device) -> dict:
         """WER (percent, jiwer, lower-cased words) of every validation and test split (Table 5), with

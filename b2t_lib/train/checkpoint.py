@@ -10,6 +10,7 @@ the random generators' states are stored in that form too), so it is read with
 (for example one written by an older version of this library, with NumPy arrays inside) is refused
 with a message; ``load_checkpoint(path, trust=True)`` reads it in full, for files you wrote yourself.
 """
+
 from __future__ import annotations
 
 import os
@@ -51,8 +52,9 @@ def _atomic_link(target: Path, link: Path) -> None:
     os.replace(tmp, link)
 
 
-def save_checkpoint(state: dict, save_dir: Path, update: int, keep_last: int, is_best: bool,
-                    numbered: bool = True) -> Path:
+def save_checkpoint(
+    state: dict, save_dir: Path, update: int, keep_last: int, is_best: bool, numbered: bool = True
+) -> Path:
     """Write ``checkpoint_<update>.pt`` atomically (temporary file, fsync, rename), update the
     ``last``/``best`` links and delete numbered checkpoints beyond the last ``keep_last``.
 
@@ -95,9 +97,11 @@ def load_checkpoint(path: Path, trust: bool = False) -> dict:
             raise UntrustedCheckpoint(
                 f"{path} holds a {found.group(1)} object, which a safe load does not rebuild; if you wrote "
                 f"this file yourself (e.g. with an older version of b2t_lib), load it with "
-                f"load_checkpoint(path, trust=True)") from err
-        raise UnreadableCheckpoint(f"{path} is not a readable checkpoint (its bytes are not a file torch.save "
-                                   f"wrote)") from err
+                f"load_checkpoint(path, trust=True)"
+            ) from err
+        raise UnreadableCheckpoint(
+            f"{path} is not a readable checkpoint (its bytes are not a file torch.save wrote)"
+        ) from err
     except Exception as err:  # truncated, corrupted or foreign file
         raise UnreadableCheckpoint(f"{path} is not a readable checkpoint ({_first_line(err)})") from err
 
@@ -133,15 +137,15 @@ def newest_readable_checkpoint(save_dir: Path) -> tuple[Path, dict, list[str]] |
     Raises :class:`UnreadableCheckpoint` (naming every file) when none of them loads.
     """
     folder = Path(save_dir)
-    numbered = list_checkpoints(folder)                        # oldest first
+    numbered = list_checkpoints(folder)  # oldest first
     ranked = [(_update_number(p), 0, p, None) for p in numbered]  # (update, tie-break, path, state if loaded)
     problems = []
     last = folder / "checkpoint_last.pt"
     if last.is_file():
         twin = _twin(last, numbered)
-        if twin is not None:   # the usual case: the same data as a numbered file, tried under its own name
+        if twin is not None:  # the usual case: the same data as a numbered file, tried under its own name
             ranked = [(n, 1, last, None) if p == twin else (n, t, p, s) for n, t, p, s in ranked]
-        else:                  # a state of its own: its update is known only by reading it
+        else:  # a state of its own: its update is known only by reading it
             try:
                 state = load_checkpoint(last)
                 ranked.append((state["trainer"]["num_updates"], 1, last, state))
@@ -154,8 +158,11 @@ def newest_readable_checkpoint(save_dir: Path) -> tuple[Path, dict, list[str]] |
             return path, state if state is not None else load_checkpoint(path), problems
         except UnreadableCheckpoint as err:
             problems.append(str(err))
-    raise UnreadableCheckpoint(f"no checkpoint in {folder} can be read:\n  " + "\n  ".join(problems)
-                               + "\nStart a new run in another --save-dir (or move these files away).")
+    raise UnreadableCheckpoint(
+        f"no checkpoint in {folder} can be read:\n  "
+        + "\n  ".join(problems)
+        + "\nStart a new run in another --save-dir (or move these files away)."
+    )
 
 
 def check_compatible(saved: dict, current: dict, allowed: frozenset, what: str = "option") -> None:
@@ -188,28 +195,32 @@ def average_checkpoints(paths: list[Path]) -> dict:
     for path in paths:
         model = load_checkpoint(path)["model"]
         if total and set(model) != set(total):
-            raise CheckpointMismatch(f"{path} holds different parameters than {paths[0]}; "
-                                     f"only checkpoints of one run can be averaged")
+            raise CheckpointMismatch(
+                f"{path} holds different parameters than {paths[0]}; only checkpoints of one run can be averaged"
+            )
         for name, tensor in model.items():
             if tensor.is_floating_point():
                 total[name] = total.get(name, 0) + tensor.double()
             else:
                 total[name] = tensor
         last = model
-    return {name: (t / len(paths)).to(last[name].dtype) if last[name].is_floating_point() else t
-            for name, t in total.items()}
+    return {
+        name: (t / len(paths)).to(last[name].dtype) if last[name].is_floating_point() else t
+        for name, t in total.items()
+    }
 
 
 def capture_rng_state() -> dict:
     """The state of every random generator the training draws from, as tensors and plain values
     (so that a checkpoint loads with ``weights_only=True``)."""
     kind, keys, pos, has_gauss, gauss = np.random.get_state()
-    state = {"python": random.getstate(),  # (version, tuple of ints, None or float)
-             "numpy": (str(kind), torch.from_numpy(keys.astype(np.int64)), int(pos), int(has_gauss),
-                       float(gauss)),
-             "torch": torch.get_rng_state()}
+    state = {
+        "python": random.getstate(),  # (version, tuple of ints, None or float)
+        "numpy": (str(kind), torch.from_numpy(keys.astype(np.int64)), int(pos), int(has_gauss), float(gauss)),
+        "torch": torch.get_rng_state(),
+    }
     if torch.cuda.is_available() and torch.cuda.is_initialized():
-        state["cuda"] = torch.cuda.get_rng_state()   # this process's device only (one GPU per process)
+        state["cuda"] = torch.cuda.get_rng_state()  # this process's device only (one GPU per process)
     return state
 
 

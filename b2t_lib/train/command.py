@@ -5,6 +5,7 @@ a detached run of the launcher trains from its config file instead (``train --co
 Every option defaults from the preset of ``--task`` at ``--scale`` (then ``--recipe``); an option is "given"
 only when it is on the command line, which the contradiction checks of :meth:`TrainConfig.check` rely on.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -12,7 +13,7 @@ import argparse
 from ..config import choices_of, flag
 from ..presets import RECIPES
 from ..scale import SCALES, get_scale
-from .tasks import task_names
+from .registry import task_names
 
 _TYPES = {"int": int, "float": float, "str": str}
 
@@ -37,10 +38,11 @@ def _value_parser(type_name: str):
                     return tuple(convert(x) for x in text.split(",") if x.strip())
                 except ValueError:
                     raise argparse.ArgumentTypeError(f"expected comma-separated {item}s, got {text!r}") from None
-            return parse, f"{item.upper()},..."
-    raise TypeError(f"the command line cannot read options of type {type_name!r}; use int, float, str, bool "
-                    f"or tuple[int, ...]")
 
+            return parse, f"{item.upper()},..."
+    raise TypeError(
+        f"the command line cannot read options of type {type_name!r}; use int, float, str, bool or tuple[int, ...]"
+    )
 
 
 def _first_stage(argv: list[str], scale: str) -> argparse.Namespace:
@@ -69,11 +71,13 @@ def build_train_parser(task: str = "mt", scale: str = "tiny", recipe: str = "") 
     parser = argparse.ArgumentParser(
         prog="python -m b2t_lib train",
         description=f"Train one model. Defaults shown are the '{task}' preset at scale '{scale}'"
-                    + (f" with recipe '{recipe}'" if recipe else "")
-                    + "; pass --task/--scale/--recipe to see another preset's defaults. Variants: "
-                    + _variant_list() + ".",
+        + (f" with recipe '{recipe}'" if recipe else "")
+        + "; pass --task/--scale/--recipe to see another preset's defaults. Variants: "
+        + _variant_list()
+        + ".",
         usage="python -m b2t_lib train [--task T] [--scale S] [--recipe R] [options]  (--help lists all)",
-        allow_abbrev=False)
+        allow_abbrev=False,
+    )
     groups: dict[str, argparse._ArgumentGroup] = {}
     for f in option_fields():
         group = groups.get(f.metadata["group"])

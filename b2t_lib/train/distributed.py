@@ -3,6 +3,7 @@
 The trainer runs the same code path with one process or many: everything distributed goes
 through the helpers below, which are no-ops when the world size is 1.
 """
+
 from __future__ import annotations
 
 import os
@@ -34,8 +35,7 @@ def resolve_device(preference: str, local_rank: int = 0) -> torch.device:
         return torch.device("cpu")
     if preference == "cuda" or (preference == "auto" and torch.cuda.is_available()):
         if not torch.cuda.is_available():
-            raise RuntimeError("--device cuda was asked for but torch sees no CUDA GPU; "
-                               "use --device cpu (or auto)")
+            raise RuntimeError("--device cuda was asked for but torch sees no CUDA GPU; use --device cpu (or auto)")
         return torch.device("cuda", local_rank)
     return torch.device("cpu")
 
@@ -51,8 +51,9 @@ def init_distributed(device_preference: str = "auto") -> DistEnv:
     if world_size > 1 and not dist.is_initialized():
         missing = [v for v in ("MASTER_ADDR", "MASTER_PORT") if v not in os.environ]
         if missing:
-            raise RuntimeError(f"WORLD_SIZE={world_size} but {', '.join(missing)} is not set; "
-                               f"launch with torchrun, which sets them")
+            raise RuntimeError(
+                f"WORLD_SIZE={world_size} but {', '.join(missing)} is not set; launch with torchrun, which sets them"
+            )
         backend = "nccl" if device.type == "cuda" else "gloo"
         dist.init_process_group(backend=backend, rank=rank, world_size=world_size)
     return DistEnv(rank=rank, world_size=world_size, local_rank=local_rank, device=device)

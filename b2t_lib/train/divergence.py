@@ -12,6 +12,7 @@ Two signals stop a run as diverged:
 
   the run diverged when $\bar\ell_t > f\,\ell_0$ for ``patience`` consecutive updates.
 """
+
 from __future__ import annotations
 
 import math
@@ -43,9 +44,11 @@ class DivergenceMonitor:
         else:
             self.above = 0
         if self.above >= self.patience:
-            return (f"the smoothed training loss stayed above {self.factor} x its starting value "
-                    f"({self.smoothed:.3f} > {self.factor} x {self.start:.3f}) for {self.patience} "
-                    f"updates, until update {update}")
+            return (
+                f"the smoothed training loss stayed above {self.factor} x its starting value "
+                f"({self.smoothed:.3f} > {self.factor} x {self.start:.3f}) for {self.patience} "
+                f"updates, until update {update}"
+            )
         return None
 
     def state_dict(self) -> dict:

@@ -4,6 +4,7 @@ summarization, perplexity for the language model).
 
 ``python -m b2t_lib evaluate --save-dir DIR`` calls :func:`evaluate_run`.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -15,14 +16,24 @@ from . import records
 from .checkpoint import average_checkpoints, list_checkpoints, load_checkpoint
 from .distributed import resolve_device
 from .options import TrainConfig
-from .tasks import build_task
+from .registry import build_task
 
-EVAL_OPTIONS = ("beam", "lenpen", "lenpen_other", "max_len_a", "max_len_b", "eval_batch_size",
-                "average_last", "data", "context_window")
+EVAL_OPTIONS = (
+    "beam",
+    "lenpen",
+    "lenpen_other",
+    "max_len_a",
+    "max_len_b",
+    "eval_batch_size",
+    "average_last",
+    "data",
+    "context_window",
+)
 
 
-def evaluate_run(save_dir: str | Path, checkpoint: str | Path | None = None, device: str = "auto",
-                 write: bool = True, **overrides) -> dict:
+def evaluate_run(
+    save_dir: str | Path, checkpoint: str | Path | None = None, device: str = "auto", write: bool = True, **overrides
+) -> dict:
     """Test metrics of the run in ``save_dir``.
 
     ``checkpoint`` picks one file (no averaging); otherwise the last ``average_last`` numbered
@@ -46,7 +57,7 @@ def evaluate_run(save_dir: str | Path, checkpoint: str | Path | None = None, dev
     values.update({k: v for k, v in overrides.items() if v is not None})
     cfg = TrainConfig.from_dict(values)
     if checkpoint is None:
-        paths = paths[-cfg.average_last:]
+        paths = paths[-cfg.average_last :]
     task = build_task(cfg)
     task.load_datasets()
     dev = resolve_device(device)
@@ -59,8 +70,7 @@ def evaluate_run(save_dir: str | Path, checkpoint: str | Path | None = None, dev
         write_json_atomic(save_dir / "eval.json", metrics)
         result = records.read_result(save_dir)
         if result is not None:
-            result.setdefault("metrics", {}).update(
-                {k: v for k, v in metrics.items() if k not in ("eval_options",)})
+            result.setdefault("metrics", {}).update({k: v for k, v in metrics.items() if k not in ("eval_options",)})
             write_json_atomic(save_dir / records.RESULT_NAME, result)
     return metrics
 

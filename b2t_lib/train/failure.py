@@ -25,6 +25,7 @@ evaluation, and make ``python -m b2t_lib train`` exit with code 3 (0 under torch
 Tables print both as the paper does, "Training failed", with the kind and its numbers in a footnote
 (:func:`failure_note`).
 """
+
 from __future__ import annotations
 
 import math
@@ -49,8 +50,8 @@ class StallRule:
 
     def __init__(self, margin: float, deadline: int, baseline: float | None):
         self.margin, self.deadline, self.baseline = float(margin), int(deadline), baseline
-        self.passed: dict | None = None     # {"update", "valid_nll"} once the run was judged to train
-        self.stalled: dict | None = None    # {"update", "valid_nll"} when it stalled
+        self.passed: dict | None = None  # {"update", "valid_nll"} once the run was judged to train
+        self.stalled: dict | None = None  # {"update", "valid_nll"} when it stalled
 
     @property
     def active(self) -> bool:
@@ -70,9 +71,11 @@ class StallRule:
             self.passed = point
             return None
         self.stalled = point
-        return (f"validation NLL {valid_nll:.2f} bits at update {update} (the first validation at or after the "
-                f"deadline, update {self.deadline}) is not below the unigram baseline {self.baseline:.2f} bits "
-                f"minus the margin {self.margin:g} bits (= {self.bar:.2f}): the run never left the plateau")
+        return (
+            f"validation NLL {valid_nll:.2f} bits at update {update} (the first validation at or after the "
+            f"deadline, update {self.deadline}) is not below the unigram baseline {self.baseline:.2f} bits "
+            f"minus the margin {self.margin:g} bits (= {self.bar:.2f}): the run never left the plateau"
+        )
 
     def summary(self, num_updates: int) -> dict:
         """What ``result.json`` stores under ``"stall_rule"``: the numbers and the verdict
@@ -85,17 +88,20 @@ class StallRule:
             verdict = "passed"
         else:
             verdict = "not judged"
-        out = {"verdict": verdict, "unigram_baseline": self.baseline, "margin": self.margin,
-               "deadline": self.deadline, "bar": None if self.bar is None else round(self.bar, 6)}
+        out = {
+            "verdict": verdict,
+            "unigram_baseline": self.baseline,
+            "margin": self.margin,
+            "deadline": self.deadline,
+            "bar": None if self.bar is None else round(self.bar, 6),
+        }
         judged = self.stalled or self.passed
         if judged:
             out.update(judged_at=judged["update"], valid_nll=judged["valid_nll"])
         if verdict == "not judged":
-            out["reason"] = (f"the run ended at update {num_updates}, before the deadline (update "
-                             f"{self.deadline})")
+            out["reason"] = f"the run ended at update {num_updates}, before the deadline (update {self.deadline})"
         elif verdict == "off":
-            out["reason"] = ("stall_deadline is 0" if self.deadline <= 0 else
-                             "the task has no unigram baseline")
+            out["reason"] = "stall_deadline is 0" if self.deadline <= 0 else "the task has no unigram baseline"
         return out
 
     def state_dict(self) -> dict:
@@ -118,9 +124,11 @@ def failure_note(record: dict) -> str | None:
     if status == STALLED:
         rule = record.get("stall_rule") or {}
         if rule.get("valid_nll") is not None and rule.get("unigram_baseline") is not None:
-            return (f"stalled: validation NLL {rule['valid_nll']:.2f} bits at update {rule['judged_at']}, "
-                    f"unigram baseline {rule['unigram_baseline']:.2f} bits (margin {rule['margin']:g}; "
-                    f"never left the plateau)")
+            return (
+                f"stalled: validation NLL {rule['valid_nll']:.2f} bits at update {rule['judged_at']}, "
+                f"unigram baseline {rule['unigram_baseline']:.2f} bits (margin {rule['margin']:g}; "
+                f"never left the plateau)"
+            )
         return f"stalled: {record.get('message') or 'never left the plateau'}"
     if status == DIVERGED:
         return f"diverged: {record.get('message') or 'the loss became non-finite or rose'}"

@@ -23,6 +23,7 @@ Both go through the same code (:mod:`b2t_lib.data.lm` prepares either into one f
   2560`` at ``tokens_per_sample`` 3072, i.e. 512 new tokens per block): at the paper's
   ``tokens_per_sample`` 1024 that is :math:`C = 512` (see README "Language modeling").
 """
+
 from __future__ import annotations
 
 import math
@@ -37,7 +38,7 @@ from ..loss import LossOutput, label_smoothed_nll_loss
 from ..model import LanguageModel, unwrap_model
 from .task import Task, register_task
 
-SAMPLE_PROMPT, SAMPLE_TOKENS = 16, 24   # the greedy continuation stored with the metrics
+SAMPLE_PROMPT, SAMPLE_TOKENS = 16, 24  # the greedy continuation stored with the metrics
 
 
 @register_task
@@ -52,14 +53,19 @@ class LanguageModelingTask(Task):
         super().check_config(cfg)
         model = cfg.model
         if model.encoder_layers != 0:
-            raise ValueError(f"--task lm trains a decoder-only model: set --encoder-layers 0 (got "
-                             f"{model.encoder_layers})")
+            raise ValueError(
+                f"--task lm trains a decoder-only model: set --encoder-layers 0 (got {model.encoder_layers})"
+            )
         if model.adaptive_softmax and cfg.label_smoothing > 0:
-            raise ValueError(f"the adaptive softmax loss has no label smoothing (fairseq's adaptive_loss); "
-                             f"pass --label-smoothing 0 (got {cfg.label_smoothing}) or --no-adaptive-softmax")
+            raise ValueError(
+                f"the adaptive softmax loss has no label smoothing (fairseq's adaptive_loss); "
+                f"pass --label-smoothing 0 (got {cfg.label_smoothing}) or --no-adaptive-softmax"
+            )
         if cfg.max_tokens < cfg.tokens_per_sample:
-            raise ValueError(f"--max-tokens {cfg.max_tokens} cannot hold one block of --tokens-per-sample "
-                             f"{cfg.tokens_per_sample}; raise --max-tokens or lower --tokens-per-sample")
+            raise ValueError(
+                f"--max-tokens {cfg.max_tokens} cannot hold one block of --tokens-per-sample "
+                f"{cfg.tokens_per_sample}; raise --max-tokens or lower --tokens-per-sample"
+            )
 
     # ---------------------------------------------------------------- data
     data_kind = "language-modeling data"
@@ -79,8 +85,10 @@ class LanguageModelingTask(Task):
         return prepare_lm_data(raw_dir, path, expected_vocab=wikitext103_sizes()["vocab"], **options)
 
     def how_to_prepare(self, path: Path) -> str:
-        return (f"Prepare WikiText-103 with `python data_scripts/prepare_wikitext103.py --out-dir {path}` (or "
-                f"--from-files DIR for your own tokenized corpus), or pass --data to a prepared directory")
+        return (
+            f"Prepare WikiText-103 with `python data_scripts/prepare_wikitext103.py --out-dir {path}` (or "
+            f"--from-files DIR for your own tokenized corpus), or pass --data to a prepared directory"
+        )
 
     def load_datasets(self) -> None:
         from ..data.lm_dataset import load_lm_split
@@ -113,12 +121,12 @@ class LanguageModelingTask(Task):
     def loss(self, model: nn.Module, batch: dict) -> LossOutput:
         """Summed NLL of the block targets (nats). The adaptive softmax scores each target in its own
         band only (no full logits); a full softmax uses the label-smoothed loss (0 in the presets)."""
-        tokens, target = batch["prev_output_tokens"], batch["target"]        # (B, T) each
+        tokens, target = batch["prev_output_tokens"], batch["target"]  # (B, T) each
         lm = unwrap_model(model)
         if lm.decoder.adaptive_softmax is None:
             return label_smoothed_nll_loss(model(tokens), target, self.cfg.label_smoothing)
         # The forward pass goes through ``model`` (DDP/compile wrapper); the softmax reads its output.
-        features = model(tokens, features_only=True)                          # (B, T, d_model)
+        features = model(tokens, features_only=True)  # (B, T, d_model)
         nll, ntokens = lm.decoder.adaptive_softmax.loss(features, target, ignore_index=PAD)
         return LossOutput(loss=nll, nll=nll.detach(), ntokens=ntokens)
 
@@ -130,31 +138,36 @@ class LanguageModelingTask(Task):
         from ..data.lm_dataset import load_lm_split
 
         c = self.cfg
-        data = load_lm_split(self.data_dir(), split, tokens_per_sample=c.tokens_per_sample,
-                             context_window=c.context_window)
+        data = load_lm_split(
+            self.data_dir(), split, tokens_per_sample=c.tokens_per_sample, context_window=c.context_window
+        )
         model.eval()
         nll = torch.zeros((), dtype=torch.float64, device=device)
         scored = 0
         for start in range(0, len(data), c.eval_batch_size):
             batch = lm_batch(data, list(range(start, min(start + c.eval_batch_size, len(data)))))
             tokens, target = batch["prev_output_tokens"].to(device), batch["target"].to(device)
-            log_p = model.target_log_prob(model(tokens, features_only=True), target)   # (B, T) fp32
+            log_p = model.target_log_prob(model(tokens, features_only=True), target)  # (B, T) fp32
             keep = target.ne(PAD)
             nll -= log_p.masked_fill(~keep, 0.0).sum().double()
             scored += int(keep.sum())
         if scored != data.num_tokens:
-            raise RuntimeError(f"scored {scored} tokens of the {split} stream, which has {data.num_tokens}; "
-                               f"every token must be scored exactly once")
-        mean = float(nll) / scored                                              # nats per token
+            raise RuntimeError(
+                f"scored {scored} tokens of the {split} stream, which has {data.num_tokens}; "
+                f"every token must be scored exactly once"
+            )
+        mean = float(nll) / scored  # nats per token
         return {"ppl": round(math.exp(mean), 4), "nll_bits": round(mean / math.log(2), 6), "tokens": scored}
 
     def evaluate(self, model, device) -> dict:
         """Table 4: perplexity on the validation and test streams, and one greedy continuation."""
         results = {split: self.perplexity(model, split, device) for split in ("valid", "test")}
         return {
-            "valid_ppl": results["valid"]["ppl"], "test_ppl": results["test"]["ppl"],
+            "valid_ppl": results["valid"]["ppl"],
+            "test_ppl": results["test"]["ppl"],
             "perplexity": results,
-            "context_window": self.cfg.context_window, "tokens_per_sample": self.cfg.tokens_per_sample,
+            "context_window": self.cfg.context_window,
+            "tokens_per_sample": self.cfg.tokens_per_sample,
             "samples": {"test": self.greedy_sample(model, device)},
         }
 
@@ -165,13 +178,16 @@ class LanguageModelingTask(Task):
         from ..generate import lm_greedy_continuation
 
         data = load_lm_split(self.data_dir(), "test", tokens_per_sample=SAMPLE_PROMPT, verify=False)
-        first = data[0]                       # source: </s> x_1 .. x_15, target: x_1 .. x_16
-        prefix = torch.cat([first["source"][:1], first["target"]])[None]       # (1, 1 + SAMPLE_PROMPT)
+        first = data[0]  # source: </s> x_1 .. x_15, target: x_1 .. x_16
+        prefix = torch.cat([first["source"][:1], first["target"]])[None]  # (1, 1 + SAMPLE_PROMPT)
         out = lm_greedy_continuation(model, prefix.to(device), SAMPLE_TOKENS)[0].cpu()
         following = data[1]["target"][:SAMPLE_TOKENS] if len(data) > 1 else first["target"][:0]
         words = data.dictionary
-        return {"prompt": words.string(first["target"].tolist()), "continuation": words.string(out.tolist()),
-                "reference": words.string(following.tolist())}
+        return {
+            "prompt": words.string(first["target"].tolist()),
+            "continuation": words.string(out.tolist()),
+            "reference": words.string(following.tolist()),
+        }
 
 
 def lm_batch(data, indices: list[int]) -> dict:

@@ -5,6 +5,7 @@ evaluation is the paper's (docs/methods.md §1.8): beam 4 with fairseq's length 
 newstest2014, 1.0 for the other years), detokenized output, case-sensitive SacreBLEU per test
 set and the average over the test sets.
 """
+
 from __future__ import annotations
 
 import logging
@@ -34,7 +35,7 @@ class TranslationTask(Task):
     metric = "bleu"
     higher_is_better = True
     data_kind = "translation data"
-    headlines = False           # whether this task reads article->headline data (prepare_gigaword.py's)
+    headlines = False  # whether this task reads article->headline data (prepare_gigaword.py's)
 
     # ---------------------------------------------------------------- data
     def prepare_synthetic(self, path: Path) -> Path:
@@ -52,8 +53,10 @@ class TranslationTask(Task):
 
     def how_to_prepare(self, path: Path) -> str:
         """What to tell a user whose ``--data`` folder holds no prepared data set."""
-        return (f"Prepare WMT En-De with `python data_scripts/prepare_wmt14_en_de.py --out-dir {path}` (add "
-                f"--max-pairs N for the small scale), or pass --data to a prepared directory")
+        return (
+            f"Prepare WMT En-De with `python data_scripts/prepare_wmt14_en_de.py --out-dir {path}` (add "
+            f"--max-pairs N for the small scale), or pass --data to a prepared directory"
+        )
 
     def load_datasets(self) -> None:
         from ..data import load_translation_split
@@ -65,9 +68,11 @@ class TranslationTask(Task):
         if len(self.train_data.dictionary) != len(self.valid_data.dictionary):
             raise ValueError(f"train and valid dictionaries of {path} differ; re-run the data preparation")
         pair = (self.train_data.src_lang, self.train_data.tgt_lang)
-        if (pair == (ARTICLE, HEADLINE)) != self.headlines:   # BLEU of headlines, ROUGE of German: refuse
-            raise ValueError(f"{path} holds {pair[0]}->{pair[1]} data, not the {self.data_kind} that --task "
-                             f"{self.name} reads. {self.how_to_prepare(path)}")
+        if (pair == (ARTICLE, HEADLINE)) != self.headlines:  # BLEU of headlines, ROUGE of German: refuse
+            raise ValueError(
+                f"{path} holds {pair[0]}->{pair[1]} data, not the {self.data_kind} that --task "
+                f"{self.name} reads. {self.how_to_prepare(path)}"
+            )
 
     @property
     def dictionary(self):
@@ -104,8 +109,7 @@ class TranslationTask(Task):
         scores, samples = {}, {}
         for split in test_split_names(path):
             dataset = load_translation_split(path, split)
-            hyps = self.translate(model, dataset, device,
-                                  lenpen_for(split, self.cfg.lenpen, self.cfg.lenpen_other))
+            hyps = self.translate(model, dataset, device, lenpen_for(split, self.cfg.lenpen, self.cfg.lenpen_other))
             refs = dataset.references()
             scores[split] = self.score(hyps, refs)
             samples[split] = {"source": dataset.source_text(0), "reference": refs[0], "hypothesis": hyps[0]}

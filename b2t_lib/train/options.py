@@ -14,6 +14,7 @@
 :meth:`TrainConfig.check` refuses contradictory settings with a message that names the options
 involved; :class:`~b2t_lib.config.ModelConfig` checks the model's own.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -25,14 +26,17 @@ from ..presets import RECIPES, preset, recipe, rehearsal_sizes
 from ..scale import SCALES, ScaleError, require_cuda
 from ..variants import VARIANTS
 from .schedule import SCHEDULERS
-from .tasks import task_class, task_names
+from .registry import task_class, task_names
 
 AMP_CHOICES = ("auto", "fp32", "bf16", "fp16")
 DEVICE_CHOICES = ("auto", "cpu", "cuda")
 
 TASK, OPTIM, BATCH, RUNTIME = "task and data", "optimization", "batching", "runtime"
-CKPT, FAILURE, EVAL = ("checkpoints and logs", "training failed: diverged or stalled (b2t_lib.train.failure)",
-                     "evaluation at the end")
+CKPT, FAILURE, EVAL = (
+    "checkpoints and logs",
+    "training failed: diverged or stalled (b2t_lib.train.failure)",
+    "evaluation at the end",
+)
 
 
 def recipe_names() -> list[str]:
@@ -48,21 +52,35 @@ class TrainConfig:
 
     # ---- task and data
     task: str = option(group=TASK, help="task to train", choices=task_names)
-    scale: str = option(group=TASK, help="preset scale the other defaults come from ($B2T_SCALE, else tiny)",
-                        choices=SCALES)
-    data: str = option(group=TASK, help="data directory (binarized by data_scripts/, or generated for the "
-                       "synthetic tiny task when missing)")
-    synthetic_train_pairs: int = option(0, group=TASK, help="training pairs (lm: training tokens) of the "
-                                        "synthetic task when --data must be generated (tiny scale; 0 = never "
-                                        "generate)")
-    tokens_per_sample: int = option(1024, group=TASK, help="lm: tokens per block; training cuts the token "
-                                    "stream into contiguous blocks of this length (fairseq --tokens-per-sample, "
-                                    "--sample-break-mode none), evaluation uses blocks of the same length")
-    save_dir: str = option("checkpoints", group=TASK,
-                           help="where checkpoints, log.jsonl and result.json are written")
-    recipe: str = option("", group=TASK, choices=recipe_names,
-                         help="named overrides on top of the preset (deep100: Appendix C, tfixup: T-Fixup's "
-                              "own recipe); explicit options still win")
+    scale: str = option(
+        group=TASK, help="preset scale the other defaults come from ($B2T_SCALE, else tiny)", choices=SCALES
+    )
+    data: str = option(
+        group=TASK,
+        help="data directory (binarized by data_scripts/, or generated for the synthetic tiny task when missing)",
+    )
+    synthetic_train_pairs: int = option(
+        0,
+        group=TASK,
+        help="training pairs (lm: training tokens) of the "
+        "synthetic task when --data must be generated (tiny scale; 0 = never "
+        "generate)",
+    )
+    tokens_per_sample: int = option(
+        1024,
+        group=TASK,
+        help="lm: tokens per block; training cuts the token "
+        "stream into contiguous blocks of this length (fairseq --tokens-per-sample, "
+        "--sample-break-mode none), evaluation uses blocks of the same length",
+    )
+    save_dir: str = option("checkpoints", group=TASK, help="where checkpoints, log.jsonl and result.json are written")
+    recipe: str = option(
+        "",
+        group=TASK,
+        choices=recipe_names,
+        help="named overrides on top of the preset (deep100: Appendix C, tfixup: T-Fixup's "
+        "own recipe); explicit options still win",
+    )
     # ---- the model: every settable ModelConfig field is an option of its own (see option_fields)
     model: ModelConfig = field(metadata={"model": True})
     # ---- optimization
@@ -79,49 +97,74 @@ class TrainConfig:
     label_smoothing: float = option(0.1, group=OPTIM, help="label smoothing epsilon")
     max_update: int = option(group=OPTIM, help="stop after this many updates")
     # ---- batching
-    max_tokens: int = option(group=BATCH, help="tokens per batch per process, padding included (--task asr: "
-                             "feature frames, 100 per second of audio)")
+    max_tokens: int = option(
+        group=BATCH,
+        help="tokens per batch per process, padding included (--task asr: feature frames, 100 per second of audio)",
+    )
     update_freq: int = option(1, group=BATCH, help="accumulate gradients over this many batches per update")
-    tokens_per_update: int = option(0, group=BATCH, help="target tokens per update; sets update_freq from "
-                                    "max_tokens x processes (0 = use --update-freq)")
+    tokens_per_update: int = option(
+        0,
+        group=BATCH,
+        help="target tokens per update; sets update_freq from max_tokens x processes (0 = use --update-freq)",
+    )
     # ---- runtime
     seed: int = option(1, group=RUNTIME, help="random seed (model init, data order, dropout)")
     device: str = option("auto", group=RUNTIME, help="device to compute on", choices=DEVICE_CHOICES)
-    amp: str = option("auto", group=RUNTIME, choices=AMP_CHOICES,
-                      help="precision: auto = bf16 autocast on CUDA, fp32 on CPU; fp16 uses a gradient scaler")
+    amp: str = option(
+        "auto",
+        group=RUNTIME,
+        choices=AMP_CHOICES,
+        help="precision: auto = bf16 autocast on CUDA, fp32 on CPU; fp16 uses a gradient scaler",
+    )
     compile: bool = option(False, group=RUNTIME, help="wrap the model with torch.compile")
     threads: int = option(0, group=RUNTIME, help="torch CPU threads (0 = torch's default)")
     progress_bar: bool = option(True, group=RUNTIME, help="show a tqdm progress bar")
     # ---- checkpoints and logs
     resume: bool = option(False, group=CKPT, help="continue exactly from the last checkpoint in --save-dir")
-    save_interval: int = option(group=CKPT, help="write a checkpoint every N updates (0 = off; one is "
-                                "always written at the end)")
-    save_interval_epochs: int = option(0, group=CKPT, help="write a checkpoint at the end of every N-th "
-                                       "epoch (0 = off), as fairseq does by default")
+    save_interval: int = option(
+        group=CKPT, help="write a checkpoint every N updates (0 = off; one is always written at the end)"
+    )
+    save_interval_epochs: int = option(
+        0, group=CKPT, help="write a checkpoint at the end of every N-th epoch (0 = off), as fairseq does by default"
+    )
     keep_last: int = option(10, group=CKPT, help="keep the last N numbered checkpoints (the best is kept too)")
     log_interval: int = option(group=CKPT, help="append a line to log.jsonl every N updates")
     valid_interval: int = option(group=CKPT, help="compute the validation loss every N updates")
     # ---- training failed: diverged (the loss) or stalled (the validation NLL never left the plateau)
-    divergence_factor: float = option(1.5, group=FAILURE, help="diverged: stop when the smoothed loss stays above "
-                                      "this multiple of its starting value ...")
+    divergence_factor: float = option(
+        1.5,
+        group=FAILURE,
+        help="diverged: stop when the smoothed loss stays above this multiple of its starting value ...",
+    )
     divergence_patience: int = option(200, group=FAILURE, help="... for this many consecutive updates")
-    stall_margin: float = option(group=FAILURE, help="stalled: stop when the validation NLL is not this many "
-                                 "bits below the data's unigram baseline ...")
-    stall_deadline: int = option(group=FAILURE, help="... at the first validation at or after this update (a "
-                                 "shorter run is not judged; 0 = no stall rule)")
+    stall_margin: float = option(
+        group=FAILURE,
+        help="stalled: stop when the validation NLL is not this many bits below the data's unigram baseline ...",
+    )
+    stall_deadline: int = option(
+        group=FAILURE,
+        help="... at the first validation at or after this update (a shorter run is not judged; 0 = no stall rule)",
+    )
     # ---- evaluation
     beam: int = option(5, group=EVAL, help="beam size")
     lenpen: float = option(1.0, group=EVAL, help="length penalty (newstest2014 and single-test-set tasks)")
     lenpen_other: float = option(1.0, group=EVAL, help="length penalty for the other newstest years")
-    max_len_a: float = option(0.0, group=EVAL, help="generate at most a*src_len+b tokens, then EOS (src_len: the "
-                             "batch's padded source width, as fairseq): a")
+    max_len_a: float = option(
+        0.0,
+        group=EVAL,
+        help="generate at most a*src_len+b tokens, then EOS (src_len: the batch's padded source width, as fairseq): a",
+    )
     max_len_b: int = option(200, group=EVAL, help="generate at most a*src_len+b tokens, then EOS: b")
     eval_batch_size: int = option(group=EVAL, help="sentences per generation batch")
     average_last: int = option(10, group=EVAL, help="average the last N checkpoints before testing (1 = none)")
     eval_at_end: bool = option(True, group=EVAL, help="evaluate the test sets when training ends")
-    context_window: int = option(0, group=EVAL, help="lm: perplexity with this many earlier tokens of context "
-                                 "in each evaluation block, not scored (fairseq eval_lm --context-window; each "
-                                 "block scores tokens_per_sample - context_window new tokens)")
+    context_window: int = option(
+        0,
+        group=EVAL,
+        help="lm: perplexity with this many earlier tokens of context "
+        "in each evaluation block, not scored (fairseq eval_lm --context-window; each "
+        "block scores tokens_per_sample - context_window new tokens)",
+    )
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -158,7 +201,7 @@ class TrainConfig:
         every run at small/full, whatever set its options."""
         values = dict(values)
         model_values = dict(values.pop("model", None) or {})
-        values = rehearsal_sizes({**model_values, **values})   # small/full under the rehearsal: shrunk
+        values = rehearsal_sizes({**model_values, **values})  # small/full under the rehearsal: shrunk
         model_values = {}
         for f in ModelConfig.settable_fields():
             if f.name in values:
@@ -181,13 +224,16 @@ class TrainConfig:
     def __getattr__(self, name: str):
         # Only called for a missing attribute: point a model option read on the run's config to its home.
         if name != "model" and name in ModelConfig.__dataclass_fields__:
-            raise AttributeError(f"{name!r} is a model option: read it as cfg.model.{name} "
-                                 f"(TrainConfig holds the run's options and one ModelConfig)")
+            raise AttributeError(
+                f"{name!r} is a model option: read it as cfg.model.{name} "
+                f"(TrainConfig holds the run's options and one ModelConfig)"
+            )
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     # ------------------------------------------------------------------ checks
     def check(self, explicit: set[str] = frozenset()) -> None:
         """Refuse impossible or contradictory settings; ``explicit`` names what the user set."""
+
         def bad(msg):
             raise ValueError(msg)
 
@@ -199,8 +245,18 @@ class TrainConfig:
             bad(f"unknown --amp {self.amp!r}; choose one of {', '.join(AMP_CHOICES)}")
         if self.device not in DEVICE_CHOICES:
             bad(f"unknown --device {self.device!r}; choose one of {', '.join(DEVICE_CHOICES)}")
-        for name in ("max_tokens", "update_freq", "max_update", "log_interval", "valid_interval", "keep_last",
-                     "beam", "eval_batch_size", "average_last", "divergence_patience"):
+        for name in (
+            "max_tokens",
+            "update_freq",
+            "max_update",
+            "log_interval",
+            "valid_interval",
+            "keep_last",
+            "beam",
+            "eval_batch_size",
+            "average_last",
+            "divergence_patience",
+        ):
             if getattr(self, name) < 1:
                 bad(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
         for name in ("tokens_per_update", "save_interval", "save_interval_epochs"):
@@ -209,8 +265,10 @@ class TrainConfig:
         if self.divergence_factor <= 1.0:
             bad(f"--divergence-factor must be above 1, got {self.divergence_factor}")
         if self.stall_margin < 0:
-            bad(f"--stall-margin is in bits below the unigram baseline and must be 0 or positive, got "
-                f"{self.stall_margin}")
+            bad(
+                f"--stall-margin is in bits below the unigram baseline and must be 0 or positive, got "
+                f"{self.stall_margin}"
+            )
         if self.stall_deadline < 0:
             bad(f"--stall-deadline must be 0 (no stall rule) or an update number, got {self.stall_deadline}")
         if self.clip_norm < 0:
@@ -218,19 +276,24 @@ class TrainConfig:
         if self.tokens_per_sample < 1:
             bad(f"--tokens-per-sample must be at least 1, got {self.tokens_per_sample}")
         if not 0 <= self.context_window < self.tokens_per_sample:
-            bad(f"--context-window must lie in [0, --tokens-per-sample={self.tokens_per_sample}), got "
-                f"{self.context_window}: each evaluation block must score at least one new token")
+            bad(
+                f"--context-window must lie in [0, --tokens-per-sample={self.tokens_per_sample}), got "
+                f"{self.context_window}: each evaluation block must score at least one new token"
+            )
         # Contradictions between options the user gave explicitly.
         if {"update_freq", "tokens_per_update"} <= explicit and self.tokens_per_update > 0:
-            bad("--update-freq and --tokens-per-update both set the accumulation; give only one "
-                "(--tokens-per-update 0 turns the automatic one off)")
+            bad(
+                "--update-freq and --tokens-per-update both set the accumulation; give only one "
+                "(--tokens-per-update 0 turns the automatic one off)"
+            )
         if self.lr_scheduler == "inverse_sqrt_nowarmup" and "warmup_updates" in explicit:
-            bad("--warmup-updates has no effect with --lr-scheduler inverse_sqrt_nowarmup; "
-                "drop it or use --lr-scheduler inverse_sqrt")
+            bad(
+                "--warmup-updates has no effect with --lr-scheduler inverse_sqrt_nowarmup; "
+                "drop it or use --lr-scheduler inverse_sqrt"
+            )
         if self.lr_scheduler == "inverse_sqrt" and "decay_period" in explicit:
-            bad("--decay-period belongs to --lr-scheduler inverse_sqrt_nowarmup; drop it or "
-                "switch the scheduler")
-        task_class(self.task).check_config(self)     # the shape of model and batch this task can train
+            bad("--decay-period belongs to --lr-scheduler inverse_sqrt_nowarmup; drop it or switch the scheduler")
+        task_class(self.task).check_config(self)  # the shape of model and batch this task can train
         if self.device == "cpu":
             self.precision("cpu")
 
@@ -250,8 +313,9 @@ class TrainConfig:
         try:
             require_cuda(self.scale)
         except ScaleError as err:
-            raise ScaleError(f"{err} To train this --scale {self.scale} run on the CPU anyway, pass --device cpu.") \
-                from None
+            raise ScaleError(
+                f"{err} To train this --scale {self.scale} run on the CPU anyway, pass --device cpu."
+            ) from None
 
     def update_freq_for(self, world_size: int) -> int:
         """Batches accumulated per update: from ``tokens_per_update`` when set, else ``update_freq``."""
@@ -261,13 +325,37 @@ class TrainConfig:
 
 
 # Options that may change between a run and its resumption without changing the trajectory.
-RESUMABLE_CHANGES = frozenset({
-    "max_update", "save_dir", "resume", "progress_bar", "log_interval", "keep_last", "threads",
-    "eval_at_end", "eval_batch_size", "beam", "lenpen", "lenpen_other", "max_len_a", "max_len_b",
-    "average_last", "compile", "data", "synthetic_train_pairs", "valid_interval", "save_interval",
-    "scale", "recipe", "device", "save_interval_epochs", "context_window",
-    "stall_margin", "stall_deadline",   # when to stop a run on the plateau, not how it trains
-})
+RESUMABLE_CHANGES = frozenset(
+    {
+        "max_update",
+        "save_dir",
+        "resume",
+        "progress_bar",
+        "log_interval",
+        "keep_last",
+        "threads",
+        "eval_at_end",
+        "eval_batch_size",
+        "beam",
+        "lenpen",
+        "lenpen_other",
+        "max_len_a",
+        "max_len_b",
+        "average_last",
+        "compile",
+        "data",
+        "synthetic_train_pairs",
+        "valid_interval",
+        "save_interval",
+        "scale",
+        "recipe",
+        "device",
+        "save_interval_epochs",
+        "context_window",
+        "stall_margin",
+        "stall_deadline",  # when to stop a run on the plateau, not how it trains
+    }
+)
 
 
 def train_fields() -> list[dataclasses.Field]:
@@ -310,8 +398,9 @@ def option_defaults(task: str, scale: str, recipe_name: str | None = None, varia
 def _check_known(values: dict, where: str) -> None:
     unknown = sorted(set(values) - set(option_names()))
     if unknown:
-        raise ValueError(f"the {where} sets {', '.join(unknown)}, which is no option of TrainConfig or a "
-                         f"settable ModelConfig field")
+        raise ValueError(
+            f"the {where} sets {', '.join(unknown)}, which is no option of TrainConfig or a settable ModelConfig field"
+        )
 
 
 def _check_one_name_per_option() -> None:

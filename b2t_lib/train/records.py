@@ -8,6 +8,7 @@ rule's numbers and verdict (unigram baseline, margin, deadline, the judged valid
 ``log.jsonl`` entries have ``kind`` ``"train"``, ``"valid"`` or ``"stall_rule"`` (the rule's verdict,
 once per run).
 """
+
 from __future__ import annotations
 
 import json
@@ -28,8 +29,7 @@ def git_revision() -> str:
     """The repository's commit hash, or ``"unknown"`` outside a git checkout."""
     here = Path(__file__).resolve().parent
     try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True,
-                             text=True, timeout=10)
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else "unknown"
@@ -37,9 +37,13 @@ def git_revision() -> str:
 
 def environment() -> dict:
     """Hardware and library versions, so a number can be traced to where it was measured."""
-    info = {"torch": torch.__version__, "python": platform.python_version(),
-            "cpu": platform.processor() or platform.machine(), "cpu_count": os.cpu_count(),
-            "threads": torch.get_num_threads()}
+    info = {
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "cpu": platform.processor() or platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "threads": torch.get_num_threads(),
+    }
     if torch.cuda.is_available():
         info["gpu"] = torch.cuda.get_device_name(0)
         info["gpu_count"] = torch.cuda.device_count()
@@ -58,8 +62,11 @@ def truncate_log(save_dir: Path, after_update: int) -> None:
     path = Path(save_dir) / LOG_NAME
     if not path.is_file():
         return
-    kept = [line for line in path.read_text().splitlines()
-            if line.strip() and json.loads(line).get("update", 0) <= after_update]
+    kept = [
+        line
+        for line in path.read_text().splitlines()
+        if line.strip() and json.loads(line).get("update", 0) <= after_update
+    ]
     with atomic_write(path) as handle:
         handle.write("".join(line + "\n" for line in kept))
 

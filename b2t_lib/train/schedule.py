@@ -12,6 +12,7 @@ r"""Learning-rate schedules, as functions of the update number $t$ (so a resumed
 .. math::
     \eta_t = \eta\,\sqrt{P / (P + t)}
 """
+
 from __future__ import annotations
 
 import math
@@ -22,8 +23,15 @@ SCHEDULERS = ("inverse_sqrt", "inverse_sqrt_nowarmup")
 class LRSchedule:
     """Sets the learning rate of an optimizer for update ``t`` (0 = the first update)."""
 
-    def __init__(self, optimizer, name: str, lr: float, warmup_updates: int = 4000,
-                 warmup_init_lr: float = 1e-7, decay_period: int = 4000):
+    def __init__(
+        self,
+        optimizer,
+        name: str,
+        lr: float,
+        warmup_updates: int = 4000,
+        warmup_init_lr: float = 1e-7,
+        decay_period: int = 4000,
+    ):
         if name not in SCHEDULERS:
             raise ValueError(f"unknown lr scheduler {name!r}; choose one of {', '.join(SCHEDULERS)}")
         if lr <= 0:

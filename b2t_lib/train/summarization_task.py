@@ -18,8 +18,9 @@ token batches and the same beam search. :class:`SummarizationTask` is therefore 
 of the tokenized hypotheses against the tokenized references (``UNK`` included, as every
 published Gigaword evaluation). ``result.json`` holds ``"rouge": {split: {"rouge1", "rouge2",
 "rougeL"}}`` and, for the main test split (the first), ``rouge1``, ``rouge2`` and ``rougeL`` at the
-top level (the phase-2 contract that :mod:`b2t_lib.paper_tables` reads).
+top level: the layout the paper tables read (:func:`b2t_lib.paper_tables.row_from_result`).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -54,9 +55,11 @@ class SummarizationTask(TranslationTask):
         return prepare_summarization_data(raw_dir, path, tokenizer="none", check_files=False, **options)
 
     def how_to_prepare(self, path: Path) -> str:
-        return (f"Prepare Gigaword (Rush et al. 2015) with `python data_scripts/prepare_gigaword.py --out-dir "
-                f"{path}` (add --max-pairs 500000 for the small scale; --from-files DIR for pairs of your own), "
-                f"or pass --data to a prepared directory")
+        return (
+            f"Prepare Gigaword (Rush et al. 2015) with `python data_scripts/prepare_gigaword.py --out-dir "
+            f"{path}` (add --max-pairs 500000 for the small scale; --from-files DIR for pairs of your own), "
+            f"or pass --data to a prepared directory"
+        )
 
     # ---------------------------------------------------------------- evaluation
     def score(self, hypotheses: list[str], references: list[str]) -> dict[str, float]:

@@ -4,7 +4,7 @@ The trainer knows nothing about text or audio. A task says how to get the data, 
 the model, how to compute the loss of a batch and how to evaluate a trained model; everything
 else (optimizer, schedule, batching into updates, DDP, AMP, checkpoints, divergence, logs) is
 shared. A new task subclasses :class:`Task`, registers itself in :data:`TASK_REGISTRY`
-(``@register_task``) and is imported by :mod:`b2t_lib.train.tasks`.
+(``@register_task``) and is imported by :mod:`b2t_lib.train.registry`.
 
 The model a task builds is described by ``self.cfg.model`` (a :class:`~b2t_lib.config.ModelConfig`,
 every option the user set); :meth:`Task.model_config` adds what only the data knows (the fields
@@ -15,6 +15,7 @@ Every task also gives the bar of the "Training failed" rule (:mod:`.failure`):
 :meth:`Task.unigram_baseline`, computed from two hooks, :meth:`Task.target_token_ids` and
 :meth:`Task.target_vocab_size`, and stored with the data.
 """
+
 from __future__ import annotations
 
 import logging
@@ -30,7 +31,8 @@ from ..config import ModelConfig
 from ..data.protocol import DecodableDataset
 from ..loss import LossOutput, label_smoothed_nll_loss
 from ..model import forward_batch
-if TYPE_CHECKING:   # annotations only: the options read the task registry (TrainConfig.check)
+
+if TYPE_CHECKING:  # annotations only: the options read the task registry (TrainConfig.check)
     from .options import TrainConfig
 
 logger = logging.getLogger(__name__)
@@ -40,12 +42,12 @@ class Task(ABC):
     """One task's data, model, loss and evaluation."""
 
     name: str = ""
-    metric: str = ""            # the headline test metric (``bleu``, ``rouge``, ``ppl``, ``wer``)
+    metric: str = ""  # the headline test metric (``bleu``, ``rouge``, ``ppl``, ``wer``)
     higher_is_better: bool = True
 
     def __init__(self, cfg: TrainConfig):
         self.cfg = cfg
-        self.train_data = None      # set by load_datasets()
+        self.train_data = None  # set by load_datasets()
         self.valid_data = None
 
     @classmethod
@@ -54,11 +56,13 @@ class Task(ABC):
         :meth:`TrainConfig.check` calls it, so a launcher refuses such a run before it starts. Every task but
         speech recognition reads tokens."""
         if cfg.model.encoder_input != "tokens":
-            raise ValueError(f"--task {cls.name} needs --encoder-input tokens (got {cfg.model.encoder_input!r}): "
-                             f"only speech recognition reads audio features")
+            raise ValueError(
+                f"--task {cls.name} needs --encoder-input tokens (got {cfg.model.encoder_input!r}): "
+                f"only speech recognition reads audio features"
+            )
 
     # ---------------------------------------------------------------- data
-    data_kind: str = "data"     # what the task reads, for messages ("translation data", ...)
+    data_kind: str = "data"  # what the task reads, for messages ("translation data", ...)
 
     def data_dir(self) -> Path:
         return Path(self.cfg.data)
@@ -83,8 +87,13 @@ class Task(ABC):
         options = DATA_PREPARATION.get((self.name, self.cfg.scale))
         if options is None:
             raise FileNotFoundError(f"no prepared {self.data_kind} at {path}. {self.how_to_prepare(path)}")
-        logger.info("no prepared data at %s: downloading and preparing the %s (%s scale: %s)", path,
-                    self.data_kind, self.cfg.scale, options or "the whole data set")
+        logger.info(
+            "no prepared data at %s: downloading and preparing the %s (%s scale: %s)",
+            path,
+            self.data_kind,
+            self.cfg.scale,
+            options or "the whole data set",
+        )
         return self.prepare_real(path, **options)
 
     def prepare_synthetic(self, path: Path) -> Path:
@@ -108,13 +117,15 @@ class Task(ABC):
         """This process's batches (lists of example indices) for ``epoch``, at most ``max_tokens`` tokens
         (frames for speech) each; deterministic in (seed, epoch, rank, world_size), so a resumed run
         sees the same order."""
-        return self.train_data.batches(self.cfg.max_tokens, shuffle=True, seed=self.cfg.seed,
-                                       epoch=epoch, rank=rank, world_size=world_size)
+        return self.train_data.batches(
+            self.cfg.max_tokens, shuffle=True, seed=self.cfg.seed, epoch=epoch, rank=rank, world_size=world_size
+        )
 
     def valid_batches(self) -> list[list[int]]:
         """All validation batches (no shuffling)."""
-        return self.valid_data.batches(self.cfg.max_tokens, shuffle=False, seed=self.cfg.seed,
-                                       epoch=0, rank=0, world_size=1)
+        return self.valid_data.batches(
+            self.cfg.max_tokens, shuffle=False, seed=self.cfg.seed, epoch=0, rank=0, world_size=1
+        )
 
     @abstractmethod
     def collate(self, split: str, indices: list[int]) -> dict:
@@ -124,8 +135,9 @@ class Task(ABC):
     def target_token_ids(self, split: str) -> np.ndarray:
         """Every target id of ``split`` (``"train"``, ``"valid"``), 1-D, as the loss counts them
         (end-of-sentence included, no padding). A task implements it to get :meth:`unigram_baseline`."""
-        raise NotImplementedError(f"{type(self).__name__} does not implement target_token_ids(split), so it "
-                                  f"has no unigram baseline")
+        raise NotImplementedError(
+            f"{type(self).__name__} does not implement target_token_ids(split), so it has no unigram baseline"
+        )
 
     def target_vocab_size(self) -> int:
         """Entries of the target dictionary (the add-one smoothing's V). Default: ``len(self.dictionary)``."""
@@ -141,17 +153,24 @@ class Task(ABC):
         from ..data.unigram import cached_unigram_baseline, unigram_cross_entropy
 
         def compute() -> float:
-            if self.train_data is None:   # not stored with the data (prepared by older code): read the data
+            if self.train_data is None:  # not stored with the data (prepared by older code): read the data
                 self.load_datasets()
-            return unigram_cross_entropy(self.target_token_ids("train"), self.target_token_ids("valid"),
-                                         self.target_vocab_size())
+            return unigram_cross_entropy(
+                self.target_token_ids("train"), self.target_token_ids("valid"), self.target_vocab_size()
+            )
 
         return cached_unigram_baseline(Path(self.cfg.data), compute)
 
     # ---------------------------------------------------------------- decoding
     @torch.no_grad()
-    def decode(self, model: nn.Module, dataset: DecodableDataset, device: torch.device,
-               source: Callable[[dict], object], len_penalty: float) -> list[str]:
+    def decode(
+        self,
+        model: nn.Module,
+        dataset: DecodableDataset,
+        device: torch.device,
+        source: Callable[[dict], object],
+        len_penalty: float,
+    ) -> list[str]:
         """The decoded text of every example of ``dataset`` (:class:`~b2t_lib.data.protocol.DecodableDataset`: it
         has ``src_sizes``, ``collate`` and ``decode``), in corpus order: batches of ``eval_batch_size``
         examples of similar source length, beam search (greedy when ``beam`` is 1) within the preset's length
@@ -163,11 +182,12 @@ class Task(ABC):
         order = sorted(range(len(dataset)), key=lambda i: int(dataset.src_sizes[i]))
         hyps: dict[int, str] = {}
         for start in range(0, len(order), c.eval_batch_size):
-            batch = dataset.collate(order[start:start + c.eval_batch_size])
+            batch = dataset.collate(order[start : start + c.eval_batch_size])
             src = source(batch)
             if c.beam > 1:
-                out = beam_search(model, src, beam_size=c.beam, len_penalty=len_penalty,
-                                  max_len_a=c.max_len_a, max_len_b=c.max_len_b)
+                out = beam_search(
+                    model, src, beam_size=c.beam, len_penalty=len_penalty, max_len_a=c.max_len_a, max_len_b=c.max_len_b
+                )
             else:
                 out = greedy_search(model, src, max_len_a=c.max_len_a, max_len_b=c.max_len_b)
             for i, tokens in zip(batch["id"].tolist(), out):
@@ -183,8 +203,10 @@ class Task(ABC):
         from_data = self.model_fields_from_data()
         not_data = sorted(set(from_data) - set(ModelConfig.data_fields()))
         if not_data:
-            raise TypeError(f"{type(self).__name__}.model_fields_from_data sets {not_data}, which the user "
-                            f"sets; only {ModelConfig.data_fields()} come from the data")
+            raise TypeError(
+                f"{type(self).__name__}.model_fields_from_data sets {not_data}, which the user "
+                f"sets; only {ModelConfig.data_fields()} come from the data"
+            )
         return self.cfg.model.replace(**from_data)
 
     def model_fields_from_data(self) -> dict:
@@ -204,7 +226,7 @@ class Task(ABC):
 
     def loss(self, model: nn.Module, batch: dict) -> LossOutput:
         """Label-smoothed cross entropy summed over target tokens (docs/methods.md §3.3)."""
-        logits = self.forward(model, batch)                 # (B, T, V)
+        logits = self.forward(model, batch)  # (B, T, V)
         return label_smoothed_nll_loss(logits, batch["target"], self.cfg.label_smoothing)
 
     # ---------------------------------------------------------------- evaluation

@@ -11,6 +11,7 @@ One update (fairseq's ``train_step``, docs/methods.md §3.3):
 3. the global gradient norm is clipped to ``clip_norm`` (0 = off);
 4. Adam steps with the learning rate of update $t$ (:mod:`.schedule`).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -26,16 +27,23 @@ from ..files import write_json_atomic
 from ..model import forward_batch
 from ..utils import seed_everything
 from . import records
-from .checkpoint import (average_checkpoints, capture_rng_state, check_compatible, holds_run, list_checkpoints,
-                         newest_readable_checkpoint, restore_rng_state, save_checkpoint)
-from .distributed import (DistEnv, all_gather_object, all_reduce_min_int, all_reduce_sum, barrier,
-                          init_distributed)
+from .checkpoint import (
+    average_checkpoints,
+    capture_rng_state,
+    check_compatible,
+    holds_run,
+    list_checkpoints,
+    newest_readable_checkpoint,
+    restore_rng_state,
+    save_checkpoint,
+)
+from .distributed import DistEnv, all_gather_object, all_reduce_min_int, all_reduce_sum, barrier, init_distributed
 from .divergence import DivergenceMonitor
 from .failure import COMPLETED, DIVERGED, STALLED, StallRule
 from .options import RESUMABLE_CHANGES, TrainConfig
 from .schedule import LRSchedule
 from .task import Task
-from .tasks import build_task
+from .registry import build_task
 
 LN2 = math.log(2.0)  # losses are logged in base 2, as fairseq does
 logger = logging.getLogger(__name__)
@@ -45,18 +53,20 @@ class Trainer:
     """Build everything from a :class:`TrainConfig` and run :meth:`train`."""
 
     def __init__(self, cfg: TrainConfig, task: Task | None = None, env: DistEnv | None = None):
-        cfg.check()                   # also a config read from a file or built by hand
+        cfg.check()  # also a config read from a file or built by hand
         self.cfg = cfg
         self.env = env or init_distributed(cfg.device)
         self.device = self.env.device
-        cfg.check_hardware()          # small/full need a GPU (or the rehearsal, which trains them on the CPU)
+        cfg.check_hardware()  # small/full need a GPU (or the rehearsal, which trains them on the CPU)
         if cfg.threads > 0:
             torch.set_num_threads(cfg.threads)
         self.amp = cfg.precision(self.device.type)
         self.save_dir = Path(cfg.save_dir)
         if holds_run(self.save_dir) and not cfg.resume:  # before any data is prepared
-            raise FileExistsError(f"{self.save_dir} already holds checkpoints of a run; pass --resume "
-                                  f"to continue it, or choose another --save-dir")
+            raise FileExistsError(
+                f"{self.save_dir} already holds checkpoints of a run; pass --resume "
+                f"to continue it, or choose another --save-dir"
+            )
         self.task = task or build_task(cfg)
         if self.env.is_main:
             self.task.prepare_data()
@@ -65,22 +75,28 @@ class Trainer:
         self.model_config = self.task.model_config().to_dict()  # stored in checkpoints and result.json
         self.stall_rule = StallRule(cfg.stall_margin, cfg.stall_deadline, self._unigram_baseline())
 
-        seed_everything(cfg.seed)                       # the same initial weights on every process
+        seed_everything(cfg.seed)  # the same initial weights on every process
         self.model = self.task.build_model().to(self.device)
         self.update_freq = cfg.update_freq_for(self.env.world_size)
         # fairseq's Adam decays weights decoupled from the gradient, as AdamW does. The fused kernel
         # (CPU and CUDA) is several times faster than the per-tensor loop on large models.
         self.optimizer = torch.optim.AdamW(
-            self.model.parameters(), lr=cfg.warmup_init_lr, betas=(cfg.adam_beta1, cfg.adam_beta2),
-            eps=cfg.adam_eps, weight_decay=cfg.weight_decay, fused=True)
-        self.schedule = LRSchedule(self.optimizer, cfg.lr_scheduler, cfg.lr, cfg.warmup_updates,
-                                   cfg.warmup_init_lr, cfg.decay_period)
+            self.model.parameters(),
+            lr=cfg.warmup_init_lr,
+            betas=(cfg.adam_beta1, cfg.adam_beta2),
+            eps=cfg.adam_eps,
+            weight_decay=cfg.weight_decay,
+            fused=True,
+        )
+        self.schedule = LRSchedule(
+            self.optimizer, cfg.lr_scheduler, cfg.lr, cfg.warmup_updates, cfg.warmup_init_lr, cfg.decay_period
+        )
         self.scaler = torch.amp.GradScaler("cuda") if self.amp == "fp16" else None
         self.monitor = DivergenceMonitor(cfg.divergence_factor, cfg.divergence_patience)
         self.num_updates, self.epoch, self.group_offset = 0, 0, 0
         self.best_valid: float | None = None
         self.train_tokens, self.train_seconds = 0, 0.0
-        self.train_model = self.model                   # what forward() goes through (DDP / compiled)
+        self.train_model = self.model  # what forward() goes through (DDP / compiled)
 
     # ------------------------------------------------------------------ setup
     def _unigram_baseline(self) -> float | None:
@@ -95,8 +111,9 @@ class Trainer:
                     baseline = self.task.unigram_baseline()
                 except NotImplementedError as err:
                     if self.env.is_main:
-                        logger.warning("no stall rule for this run: %s. A run that never leaves the plateau "
-                                       "ends 'completed'.", err)
+                        logger.warning(
+                            "no stall rule for this run: %s. A run that never leaves the plateau ends 'completed'.", err
+                        )
             barrier(self.env)
         return baseline
 
@@ -123,15 +140,21 @@ class Trainer:
 
     # ------------------------------------------------------------------ checkpoints
     def _state(self) -> dict:
-        rng = all_gather_object(capture_rng_state(), self.env)   # every process's generators
+        rng = all_gather_object(capture_rng_state(), self.env)  # every process's generators
         return {
             "model": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "scaler": self.scaler.state_dict() if self.scaler else None,
-            "trainer": {"num_updates": self.num_updates, "epoch": self.epoch,
-                        "group_offset": self.group_offset, "best_valid": self.best_valid,
-                        "train_tokens": self.train_tokens, "train_seconds": self.train_seconds,
-                        "monitor": self.monitor.state_dict(), "stall_rule": self.stall_rule.state_dict()},
+            "trainer": {
+                "num_updates": self.num_updates,
+                "epoch": self.epoch,
+                "group_offset": self.group_offset,
+                "best_valid": self.best_valid,
+                "train_tokens": self.train_tokens,
+                "train_seconds": self.train_seconds,
+                "monitor": self.monitor.state_dict(),
+                "stall_rule": self.stall_rule.state_dict(),
+            },
             "rng": rng,
             "train_config": self._config_for_checkpoint(),
             "model_config": self.model_config,
@@ -141,7 +164,7 @@ class Trainer:
         is_best = self.best_valid is None or valid_nll <= self.best_valid
         if is_best:
             self.best_valid = valid_nll
-        state = self._state()                           # collective: every process takes part
+        state = self._state()  # collective: every process takes part
         if self.env.is_main:
             save_checkpoint(state, self.save_dir, self.num_updates, self.cfg.keep_last, is_best, numbered)
         barrier(self.env)
@@ -151,8 +174,12 @@ class Trainer:
         if found is not None:
             path, state, problems = found
             if problems and self.env.is_main:  # never silently: say which file, and why newer ones were skipped
-                logger.warning("resuming from %s (update %d), the newest readable checkpoint, because:\n  %s",
-                               path, state["trainer"]["num_updates"], "\n  ".join(problems))
+                logger.warning(
+                    "resuming from %s (update %d), the newest readable checkpoint, because:\n  %s",
+                    path,
+                    state["trainer"]["num_updates"],
+                    "\n  ".join(problems),
+                )
             elif self.env.is_main:
                 logger.info("resuming from %s (update %d)", path, state["trainer"]["num_updates"])
             check_compatible(state["train_config"], self._config_for_checkpoint(), RESUMABLE_CHANGES)
@@ -166,7 +193,7 @@ class Trainer:
             self.best_valid, self.train_tokens = t["best_valid"], t["train_tokens"]
             self.train_seconds = t["train_seconds"]
             self.monitor.load_state_dict(t["monitor"])
-            self.stall_rule.load_state_dict(t.get("stall_rule"))   # absent in checkpoints before the rule
+            self.stall_rule.load_state_dict(t.get("stall_rule"))  # absent in checkpoints before the rule
             restore_rng_state(state["rng"][self.env.rank])
             if self.env.is_main:
                 records.truncate_log(self.save_dir, self.num_updates)
@@ -174,8 +201,10 @@ class Trainer:
         if self.cfg.resume and self.env.is_main:
             logger.info("--resume: no checkpoint in %s yet, so training starts from scratch", self.save_dir)
         elif holds_run(self.save_dir):  # written since __init__ checked
-            raise FileExistsError(f"{self.save_dir} already holds checkpoints of a run; pass --resume "
-                                  f"to continue it, or choose another --save-dir")
+            raise FileExistsError(
+                f"{self.save_dir} already holds checkpoints of a run; pass --resume "
+                f"to continue it, or choose another --save-dir"
+            )
         # A fresh start: variants such as Admin run their profiling pass on the first batch here.
         first = self.task.train_batches(0, self.env.rank, self.env.world_size)[0]
         batch = self._to_device(self.task.collate("train", first))
@@ -218,8 +247,13 @@ class Trainer:
             else:
                 self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
-        return {"loss": loss_per_token, "nll": nll_sum / max(ntokens, 1.0) / LN2, "ntokens": ntokens,
-                "lr": lr, "gnorm": grad_norm}
+        return {
+            "loss": loss_per_token,
+            "nll": nll_sum / max(ntokens, 1.0) / LN2,
+            "ntokens": ntokens,
+            "lr": lr,
+            "gnorm": grad_norm,
+        }
 
     # ------------------------------------------------------------------ validation
     @torch.no_grad()
@@ -253,18 +287,18 @@ class Trainer:
             while status == COMPLETED and self.num_updates < cfg.max_update:
                 groups = self._epoch_updates()
                 for gi in range(self.group_offset, len(groups)):
-                    stats = self._update(groups[gi], gi)                     # forward, backward, one step
+                    stats = self._update(groups[gi], gi)  # forward, backward, one step
                     diverged = self._diverged(stats)
                     if diverged:
                         status, message = DIVERGED, diverged
                         break
-                    self._report(stats)                                      # progress bar, log.jsonl
+                    self._report(stats)  # progress bar, log.jsonl
                     done = self.num_updates >= cfg.max_update
                     epoch_end = self._epoch_end_checkpoint(gi, len(groups))
                     on_interval = cfg.save_interval > 0 and self.num_updates % cfg.save_interval == 0
                     if done or epoch_end or on_interval or self.num_updates % cfg.valid_interval == 0:
                         valid_nll = self._validate_and_log()
-                        stalled = self._judge_stall(valid_nll)               # "Training failed": the stall rule
+                        stalled = self._judge_stall(valid_nll)  # "Training failed": the stall rule
                         if stalled:
                             status, message = STALLED, stalled
                     # A stalled run's weights are finite: keep them (to inspect, evaluate or resume).
@@ -273,7 +307,7 @@ class Trainer:
                     if done or status != COMPLETED:
                         break
                 if status == COMPLETED and self.num_updates < cfg.max_update and self.group_offset >= len(groups):
-                    self.epoch, self.group_offset = self.epoch + 1, 0   # the epoch ended without an epoch-end save
+                    self.epoch, self.group_offset = self.epoch + 1, 0  # the epoch ended without an epoch-end save
         finally:
             self._end_reports()
         return self._finish(status, message, started)
@@ -282,7 +316,7 @@ class Trainer:
         """This epoch's updates, each ``update_freq`` of this process's batches; every process gets as many."""
         batches = self.task.train_batches(self.epoch, self.env.rank, self.env.world_size)
         n = all_reduce_min_int(len(batches), self.env)
-        return [batches[i:i + self.update_freq] for i in range(0, n, self.update_freq)]
+        return [batches[i : i + self.update_freq] for i in range(0, n, self.update_freq)]
 
     def _update(self, group: list[list[int]], index: int) -> dict:
         """One update (:meth:`train_step`) and the counters a checkpoint stores: ``index`` is its place in the epoch."""
@@ -295,8 +329,9 @@ class Trainer:
         return stats
 
     def _diverged(self, stats: dict) -> str | None:
-        """The divergence rule (:class:`.divergence.DivergenceMonitor`) after an update: why the run diverged, or None."""
-        gnorm = stats["gnorm"] if self.scaler is None else 0.0   # with fp16 an overflowing gradient is routine
+        """The divergence rule (:class:`.divergence.DivergenceMonitor`) after an update: why the run diverged, or
+        None."""
+        gnorm = stats["gnorm"] if self.scaler is None else 0.0  # with fp16 an overflowing gradient is routine
         return self.monitor.update(self.num_updates, stats["loss"], gnorm)
 
     def _epoch_end_checkpoint(self, index: int, n_updates: int) -> bool:
@@ -324,7 +359,7 @@ class Trainer:
 
     def _start_reports(self) -> None:
         self._progress = self._progress_bar()
-        self._window = dict.fromkeys(("loss", "nll", "ntokens"), 0.0)   # token-weighted sums since the last log
+        self._window = dict.fromkeys(("loss", "nll", "ntokens"), 0.0)  # token-weighted sums since the last log
 
     def _report(self, stats: dict) -> None:
         """The progress bar after every update; a ``train`` line in log.jsonl every ``log_interval`` updates
@@ -338,9 +373,18 @@ class Trainer:
             self._progress.set_postfix(loss=f"{stats['loss']:.3f}", lr=f"{stats['lr']:.2e}", tok_s=f"{tok_s:.0f}")
         if self.num_updates % self.cfg.log_interval == 0:
             w = max(self._window["ntokens"], 1.0)
-            self._log({"kind": "train", "update": self.num_updates, "epoch": self.epoch,
-                       "loss": self._window["loss"] / w, "nll": self._window["nll"] / w,
-                       "lr": stats["lr"], "gnorm": stats["gnorm"], "tokens_per_s": tok_s})
+            self._log(
+                {
+                    "kind": "train",
+                    "update": self.num_updates,
+                    "epoch": self.epoch,
+                    "loss": self._window["loss"] / w,
+                    "nll": self._window["nll"] / w,
+                    "lr": stats["lr"],
+                    "gnorm": stats["gnorm"],
+                    "tokens_per_s": tok_s,
+                }
+            )
             self._window = dict.fromkeys(("loss", "nll", "ntokens"), 0.0)
 
     def _end_reports(self) -> None:
@@ -352,18 +396,31 @@ class Trainer:
         judged_before = self.stall_rule.passed is not None
         problem = self.stall_rule.check(self.num_updates, valid_nll)
         if problem or (self.stall_rule.passed is not None and not judged_before):
-            self._log({"kind": "stall_rule", "update": self.num_updates, "valid_nll": valid_nll,
-                       "verdict": STALLED if problem else "passed",
-                       "unigram_baseline": self.stall_rule.baseline, "bar": self.stall_rule.bar,
-                       **({"message": problem} if problem else {})})
+            self._log(
+                {
+                    "kind": "stall_rule",
+                    "update": self.num_updates,
+                    "valid_nll": valid_nll,
+                    "verdict": STALLED if problem else "passed",
+                    "unigram_baseline": self.stall_rule.baseline,
+                    "bar": self.stall_rule.bar,
+                    **({"message": problem} if problem else {}),
+                }
+            )
         return problem
 
     def _progress_bar(self):
         if not (self.cfg.progress_bar and self.env.is_main):
             return None
         from tqdm.auto import tqdm
-        return tqdm(total=self.cfg.max_update, initial=self.num_updates, desc=f"{self.cfg.model.variant}",
-                    unit="upd", dynamic_ncols=True)
+
+        return tqdm(
+            total=self.cfg.max_update,
+            initial=self.num_updates,
+            desc=f"{self.cfg.model.variant}",
+            unit="upd",
+            dynamic_ncols=True,
+        )
 
     # ------------------------------------------------------------------ the end
     def _finish(self, status: str, message: str, started: float) -> dict:
@@ -380,18 +437,34 @@ class Trainer:
                 metrics.update(self.evaluate_checkpoints())
         else:  # no test-set evaluation of a failed run: the paper prints "Training failed"
             model = self.cfg.model
-            logger.warning("TRAINING %s (%s, %dL-%dL): %s. Checkpoints and logs written before are kept%s; the "
-                           "result record says status '%s' (tables print \"Training failed\").", status.upper(),
-                           model.variant, model.encoder_layers, model.decoder_layers, message,
-                           ", and the stopping point is saved" if status == STALLED else "", status)
+            logger.warning(
+                "TRAINING %s (%s, %dL-%dL): %s. Checkpoints and logs written before are kept%s; the "
+                "result record says status '%s' (tables print \"Training failed\").",
+                status.upper(),
+                model.variant,
+                model.encoder_layers,
+                model.decoder_layers,
+                message,
+                ", and the stopping point is saved" if status == STALLED else "",
+                status,
+            )
         record = {
-            "status": status, "message": message, "task": self.cfg.task, "variant": self.cfg.model.variant,
+            "status": status,
+            "message": message,
+            "task": self.cfg.task,
+            "variant": self.cfg.model.variant,
             "stall_rule": self.stall_rule.summary(self.num_updates),
-            "config": self.cfg.to_dict(), "model_config": self.model_config,
-            "world_size": self.env.world_size, "update_freq": self.update_freq, "amp": self.amp,
-            "metrics": metrics, "git_revision": records.git_revision(),
-            "environment": records.environment(), "wall_time_s": round(time.time() - started, 2),
-            "train_time_s": round(self.train_seconds, 2), "train_tokens": self.train_tokens,
+            "config": self.cfg.to_dict(),
+            "model_config": self.model_config,
+            "world_size": self.env.world_size,
+            "update_freq": self.update_freq,
+            "amp": self.amp,
+            "metrics": metrics,
+            "git_revision": records.git_revision(),
+            "environment": records.environment(),
+            "wall_time_s": round(time.time() - started, 2),
+            "train_time_s": round(self.train_seconds, 2),
+            "train_tokens": self.train_tokens,
             "tokens_per_s": round(self.train_tokens / max(self.train_seconds, 1e-9), 1),
         }
         write_json_atomic(self.save_dir / records.RESULT_NAME, record)
@@ -399,13 +472,13 @@ class Trainer:
 
     def evaluate_checkpoints(self) -> dict:
         """Average the last ``average_last`` checkpoints (as the paper decodes) and evaluate them."""
-        paths = list_checkpoints(self.save_dir)[-self.cfg.average_last:]
+        paths = list_checkpoints(self.save_dir)[-self.cfg.average_last :]
         model = self.task.build_model().to(self.device)
         if paths:
             model.load_state_dict(average_checkpoints(paths))
         else:
             model.load_state_dict(self.model.state_dict())
-        with self._autocast():                          # bf16 decoding on GPUs, fp32 on CPU
+        with self._autocast():  # bf16 decoding on GPUs, fp32 on CPU
             result = self.task.evaluate(model, self.device)
         result["averaged_checkpoints"] = [p.name for p in paths]
         return result

@@ -1,4 +1,5 @@
 """Chapter 01: the two wirings, and a Post-LN encoder layer from nn.Linear modules."""
+
 import math
 
 import torch
@@ -33,11 +34,13 @@ class PostLNEncoderLayer(nn.Module):
 
     def attention(self, x):  # x: (batch, time, d_model)
         batch, time, d_model = x.shape
-        q, k, v = (proj(x).view(batch, time, self.n_heads, self.d_head).transpose(1, 2)  # (batch, heads, time, d_head)
-                   for proj in (self.q_proj, self.k_proj, self.v_proj))
+        q, k, v = (
+            proj(x).view(batch, time, self.n_heads, self.d_head).transpose(1, 2)  # (batch, heads, time, d_head)
+            for proj in (self.q_proj, self.k_proj, self.v_proj)
+        )
         weights = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(self.d_head), dim=-1)  # (batch, heads, time, time)
         return self.out_proj((weights @ v).transpose(1, 2).reshape(batch, time, d_model))
 
     def forward(self, x):
-        x = self.self_attn_layer_norm(x + self.attention(x))           # Eq. 1, self-attention
+        x = self.self_attn_layer_norm(x + self.attention(x))  # Eq. 1, self-attention
         return self.final_layer_norm(x + self.fc2(F.relu(self.fc1(x))))  # Eq. 1, FFN

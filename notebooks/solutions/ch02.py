@@ -1,4 +1,5 @@
 """Chapter 02: the LayerNorm Jacobian for any gamma, and the gradient a LayerNorm keeps over a batch."""
+
 import math
 
 import torch
@@ -7,10 +8,10 @@ import torch
 # Exercise 2.1 ------------------------------------------------------------------------------------------------------
 def ln_jacobian(x, gamma, eps=1e-5):
     d = x.numel()
-    sigma = torch.sqrt(x.var(unbiased=False) + eps)       # LayerNorm's biased variance, eps inside the root
+    sigma = torch.sqrt(x.var(unbiased=False) + eps)  # LayerNorm's biased variance, eps inside the root
     n = (x - x.mean()) / sigma
     projection = torch.eye(d, dtype=x.dtype) - torch.ones(d, d, dtype=x.dtype) / d - torch.outer(n, n) / d
-    return torch.diag(gamma) @ projection / sigma           # row i carries gamma_i
+    return torch.diag(gamma) @ projection / sigma  # row i carries gamma_i
 
 
 # Exercise 2.2 ------------------------------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
 """Chapter 03: per-layer gradient norms with hooks, and the per-layer decay factor from a depth sweep."""
+
 import math
 
 import numpy as np
@@ -10,8 +11,10 @@ from b2t_lib.diagnostics import model_loss
 # Exercise 3.1 ------------------------------------------------------------------------------------------------------
 def decoder_gradient_norms(model, batch):
     outputs = []
-    handles = [layer.register_forward_hook(lambda module, args, output: outputs.append(output))
-               for layer in model.decoder.layers]
+    handles = [
+        layer.register_forward_hook(lambda module, args, output: outputs.append(output))
+        for layer in model.decoder.layers
+    ]
     try:
         loss = model_loss(model, batch)
     finally:

@@ -1,12 +1,13 @@
 """Chapter 04: the layer similarity matrix, and Pre-LN's similarity predicted from the norms of its stream."""
+
 import torch
 
 
 # Exercise 4.1 ------------------------------------------------------------------------------------------------------
 def similarity_matrix(outputs, padding_mask):
-    real = ~padding_mask                                                          # (batch, time)
+    real = ~padding_mask  # (batch, time)
     units = torch.stack([torch.nn.functional.normalize(y[real], dim=-1) for y in outputs])  # (layers, tokens, d)
-    return torch.einsum("itd,jtd->ijt", units, units).mean(dim=-1)                # (layers, layers)
+    return torch.einsum("itd,jtd->ijt", units, units).mean(dim=-1)  # (layers, layers)
 
 
 # Exercise 4.2 ------------------------------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """Every implemented task, by name: the one task list (``--task``'s choices, the presets' keys are tested against
 it). Importing this module registers them; a new task module is imported here (one line, in the paper's order)
 and becomes a ``--task`` of the trainer and the command line."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -8,7 +9,7 @@ from typing import TYPE_CHECKING
 from . import mt_task, summarization_task, lm_task, asr_task  # noqa: F401  (registers each task's name)
 from .task import TASK_REGISTRY, Task
 
-if TYPE_CHECKING:   # annotations only: the options import this module
+if TYPE_CHECKING:  # annotations only: the options import this module
     from .options import TrainConfig
 
 
