@@ -29,9 +29,10 @@ from dataclasses import MISSING, asdict, dataclass, field, fields
 from .variants import VARIANTS
 
 from .special_tokens import BOS, EOS, PAD, SPECIAL_TOKENS, UNK  # noqa: F401  (the one home: a leaf module)
+from .errors import UserError
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError, ValueError):
     """A configuration that cannot give a correct model. The message says what to change."""
 
 

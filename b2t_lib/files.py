@@ -20,9 +20,10 @@ import os
 import pickle
 from pathlib import Path
 from typing import IO, Iterator
+from .errors import UserError
 
 
-class CheckpointMismatch(ValueError):
+class CheckpointMismatch(UserError, ValueError):
     """A checkpoint that does not fit what it is loaded into: another run's configuration (``--resume``), another
     model, or a fairseq checkpoint b2t_lib cannot build; the message names each difference."""
 
@@ -56,7 +57,7 @@ def atomic_write(path: str | Path, mode: str = "w", encoding: str | None = "utf-
         raise ValueError(f"atomic_write writes whole files: mode must be 'w' or 'wb', got {mode!r}")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
+    tmp = temporary_name(path)
     try:
         with open(tmp, mode, encoding=None if mode == "wb" else encoding) as handle:
             yield handle
@@ -66,6 +67,38 @@ def atomic_write(path: str | Path, mode: str = "w", encoding: str | None = "utf-
     finally:
         tmp.unlink(missing_ok=True)
     _fsync_dir(path.parent)
+
+
+def temporary_name(path: Path) -> Path:
+    """Where :func:`atomic_write` (and the data steps) write ``path`` before the rename: ``<name>.tmp-<pid>``."""
+    return path.with_name(f"{path.name}.tmp-{os.getpid()}")
+
+
+def remove_stale_temporaries(folder: str | Path, recursive: bool = False) -> list[Path]:
+    """Delete the ``*.tmp-<pid>`` files that a killed write left in ``folder`` (and below, if ``recursive``): those
+    whose process no longer runs. A live process's temporary file is kept. Returns the removed paths."""
+    folder, removed = Path(folder), []
+    if not folder.is_dir():
+        return removed
+    for tmp in folder.rglob("*.tmp-*") if recursive else folder.glob("*.tmp-*"):
+        pid = tmp.name.rsplit(".tmp-", 1)[1]
+        if not pid.isdigit() or not tmp.is_file() or _process_alive(int(pid)):
+            continue
+        tmp.unlink(missing_ok=True)
+        removed.append(tmp)
+    return removed
+
+
+def _process_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def write_json_atomic(path: str | Path, value, *, indent: int = 1, sort_keys: bool = True) -> None:

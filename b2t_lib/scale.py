@@ -16,6 +16,7 @@ Everything that depends on the scale or the rehearsal reads it through :func:`ge
 from __future__ import annotations
 
 import os
+from .errors import UserError
 
 SCALES = ("tiny", "small", "full")
 ENV_VAR = "B2T_SCALE"
@@ -23,7 +24,7 @@ REHEARSAL_VAR = "B2T_REHEARSAL"
 REHEARSAL_GPUS = 2  # CPU processes that stand in for GPUs under the rehearsal
 
 
-class ScaleError(RuntimeError):
+class ScaleError(UserError, RuntimeError):
     """The requested scale is unknown or cannot run on this machine."""
 
 

@@ -41,6 +41,7 @@ import numpy as np
 import soundfile as sf
 import torch
 import torchaudio
+from ..errors import UserError
 
 SAMPLE_RATE = 16000  # Hz: LibriSpeech's rate; every other rate is resampled to it
 NUM_MEL_BINS = 80
@@ -50,7 +51,7 @@ INT16_SCALE = 2.0**15  # soundfile's [-1, 1] floats -> the 16-bit integer range 
 CMVN_VARIANCE_FLOOR = 1e-10
 
 
-class AudioError(ValueError):
+class AudioError(UserError, ValueError):
     """An audio file that cannot be read or used; the message names the file."""
 
 

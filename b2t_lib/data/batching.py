@@ -13,9 +13,10 @@ themselves also change from epoch to epoch, as in fairseq.
 from __future__ import annotations
 
 import numpy as np
+from ..errors import UserError
 
 
-class BatchSizeError(ValueError):
+class BatchSizeError(UserError, ValueError):
     """A single example does not fit into ``max_tokens``."""
 
 

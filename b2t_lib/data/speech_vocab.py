@@ -25,9 +25,10 @@ from typing import Iterable
 import sentencepiece as spm
 
 from ..special_tokens import BOS, EOS, PAD, UNK, SpecialIds, strip_special
+from ..errors import UserError
 
 
-class VocabularySizeError(ValueError):
+class VocabularySizeError(UserError, ValueError):
     """The corpus cannot support the requested number of pieces; ``largest`` says what it can."""
 
     def __init__(self, requested: int, largest: int | None, detail: str) -> None:

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
-from ..files import read_json, write_json_atomic  # noqa: F401  (re-exported for the pipelines)
+from ..files import read_json, temporary_name, write_json_atomic  # noqa: F401  (re-exported for the pipelines)
 
 log = logging.getLogger("b2t_lib.data")
 
@@ -113,7 +113,7 @@ def manifest_problem(
 @contextlib.contextmanager
 def atomic_outputs(paths: list[Path]) -> Iterator[list[Path]]:
     """Yield temporary paths; rename them onto ``paths`` only if the block finishes."""
-    tmps = [p.with_name(f"{p.name}.tmp-{os.getpid()}") for p in paths]
+    tmps = [temporary_name(p) for p in paths]
     for p in paths:
         p.parent.mkdir(parents=True, exist_ok=True)
     try:

@@ -23,12 +23,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from .translation import prepare_translation_data
+from ..errors import UserError
 
 ARTICLE, HEADLINE = "article", "headline"  # file suffixes (the "languages" of the pair)
 MAX_REPORTED = 20  # problems listed in one error message
 
 
-class HeadlineFileError(ValueError):
+class HeadlineFileError(UserError, ValueError):
     """Input files that cannot be prepared; the message lists every problem found."""
 
 

@@ -56,11 +56,12 @@ from .state import (
     stored_config,
 )
 from .sweep import run_many
+from ..errors import UserError
 
 __all__ = ["launch", "runs_root", "estimate_gpu_hours", "LaunchError"]
 
 
-class LaunchError(RuntimeError):
+class LaunchError(UserError, RuntimeError):
     """Runs that could not be started or ended without a result; the message says which and where to look."""
 
 
