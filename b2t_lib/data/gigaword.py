@@ -24,6 +24,7 @@ import logging
 import zipfile
 from pathlib import Path
 
+from .inputs import decode_line
 from .steps import StepRunner
 from .summarization import ARTICLE, HEADLINE
 
@@ -90,12 +91,7 @@ def _read_member(archive: zipfile.ZipFile, member: str, replace_unk: bool):
     """Stripped lines of one member, ``<unk>`` -> ``UNK`` if asked, as the dataset script does."""
     with archive.open(member) as f:
         for number, raw in enumerate(f, start=1):  # binary lines, split on b"\n" only
-            try:
-                line = raw.decode("utf-8").strip()
-            except UnicodeDecodeError as error:
-                raise RuntimeError(
-                    f"{member}, line {number}: not UTF-8 ({error}); the archive is damaged or not the Gigaword release"
-                ) from error
+            line = decode_line(member, number, raw.rstrip(b"\n")).strip()  # UTF-8, a BOM removed
             # One example per line: no line-break character may survive inside the text.
             yield " ".join(line.replace("<unk>", "UNK").split()) if replace_unk else " ".join(line.split())
 
