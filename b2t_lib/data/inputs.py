@@ -6,8 +6,9 @@
   its file, line and column (:func:`b2t_lib.errors.decode_error`).
 * :func:`inside`: a name read from a file (a split or part name in ``manifest.json``, an audio path in a
   ``.tsv``) joined to its folder, or refused when it would lead out of it (``../x``, an absolute path).
-* :class:`InputError`, :class:`MissingInputError`: the user errors of bad inputs (one line, exit code 2 under
-  :func:`b2t_lib.errors.run_command`); they stay catchable as ``ValueError`` and ``FileNotFoundError``.
+* :class:`InputError`, :class:`MissingInputError`, :class:`SourceError`: the user errors of bad inputs (one
+  line, exit code 2 under :func:`b2t_lib.errors.run_command`); they stay catchable as ``ValueError``,
+  ``FileNotFoundError`` and ``RuntimeError``.
 """
 
 from __future__ import annotations
@@ -28,6 +29,11 @@ class InputError(UserError, ValueError):
 
 class MissingInputError(UserError, FileNotFoundError):
     """An input file or folder that does not exist; the message says what is needed."""
+
+
+class SourceError(UserError, RuntimeError):
+    """A source that cannot be used (an archive of the wrong layout, a download that failed or changed); the
+    message names it and what to use instead."""
 
 
 def strip_bom(text: str) -> str:
