@@ -406,3 +406,28 @@ def test_temporary_files_of_a_killed_preparation_are_removed_on_the_next_start(t
     assert code == 0, err
     assert not any(path.exists() for path in stale) and live.exists()
     live.unlink()
+
+
+def test_two_preparations_of_one_folder_at_once_build_it_once(tmp_path, caplog):
+    """The folder is locked while a data set is built beside it: the second preparation waits, then finds the
+    first one's data set ready (threads hold separate locks, as two processes would)."""
+    import logging
+    import threading
+
+    raw = lm_corpus(tmp_path / "raw")
+    errors: list[BaseException] = []
+
+    def prepare_once() -> None:
+        try:
+            prepare_lm_data(raw, tmp_path / "out")
+        except BaseException as error:  # reported by the assertion below
+            errors.append(error)
+
+    with caplog.at_level(logging.INFO, logger="b2t_lib.data"):
+        threads = [threading.Thread(target=prepare_once) for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert not errors
+    assert caplog.text.count("step dictionary: running") == 1 and loads("lm", tmp_path / "out") == 2
