@@ -24,15 +24,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
+from b2t_lib.errors import ArgumentParser, run_command  # noqa: E402
+
 from b2t_lib.data import download_gigaword, prepare_summarization_data  # noqa: E402
 from b2t_lib.data.steps import parameter_defaults  # noqa: E402
-from b2t_lib.data.summarization import HeadlineFileError  # noqa: E402
 
 DEFAULTS = parameter_defaults(prepare_summarization_data)  # every default below is the function's
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         description=__doc__.split("\n\n")[0],
         epilog=__doc__.split("\n\n", 1)[1],
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -132,23 +133,17 @@ def main(argv: list[str] | None = None) -> int:
         max_len=args.max_len,
         workers=args.workers,
     )
-    try:
-        if args.from_files is not None:
-            out = prepare_summarization_data(
-                args.from_files, args.out_dir, tokenizer="none" if args.no_normalize else "rush", **common
-            )
-        else:
-            raw_dir = download_gigaword(
-                args.raw_dir or args.out_dir / "raw", zip_path=args.zip, cache_dir=args.cache_dir
-            )
-            # Our own extraction, checked against the release's counts: no second file check.
-            out = prepare_summarization_data(raw_dir, args.out_dir, tokenizer="none", check_files=False, **common)
-    except HeadlineFileError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    if args.from_files is not None:
+        out = prepare_summarization_data(
+            args.from_files, args.out_dir, tokenizer="none" if args.no_normalize else "rush", **common
+        )
+    else:
+        raw_dir = download_gigaword(args.raw_dir or args.out_dir / "raw", zip_path=args.zip, cache_dir=args.cache_dir)
+        # Our own extraction, checked against the release's counts: no second file check.
+        out = prepare_summarization_data(raw_dir, args.out_dir, tokenizer="none", check_files=False, **common)
     print(out)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_command(main))

@@ -25,16 +25,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
+from b2t_lib.errors import ArgumentParser, run_command  # noqa: E402
+
 from b2t_lib.data.speech import prepare_librispeech, prepare_speech_from_files  # noqa: E402
 from b2t_lib.data.speech_sources import HUB_SPLITS, SMALL_HUB_SPLITS  # noqa: E402
 from b2t_lib.data.steps import parameter_defaults  # noqa: E402
-from b2t_lib.data.speech_vocab import VocabularySizeError  # noqa: E402
 
 DEFAULTS = parameter_defaults(prepare_librispeech)  # every default below is the function's
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+def build_parser() -> ArgumentParser:
+    parser = ArgumentParser(
         description=__doc__.split("\n\n")[0],
         epilog=__doc__.split("\n\n", 1)[1],
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -122,25 +123,21 @@ def main(argv: list[str] | None = None) -> int:
         min_frames=args.min_frames,
         max_train_frames=args.max_train_frames,
     )
-    try:
-        if args.from_files is not None:
-            out = prepare_speech_from_files(args.from_files, args.out_dir, **common)
-        else:
-            out = prepare_librispeech(
-                args.out_dir,
-                splits=args.splits,
-                dataset=args.dataset,
-                config=args.config,
-                revision=args.revision,
-                cache_dir=args.cache_dir,
-                **common,
-            )
-    except (VocabularySizeError, FileNotFoundError, ValueError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    if args.from_files is not None:
+        out = prepare_speech_from_files(args.from_files, args.out_dir, **common)
+    else:
+        out = prepare_librispeech(
+            args.out_dir,
+            splits=args.splits,
+            dataset=args.dataset,
+            config=args.config,
+            revision=args.revision,
+            cache_dir=args.cache_dir,
+            **common,
+        )
     print(out)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_command(main))

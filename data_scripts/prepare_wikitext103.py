@@ -23,6 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
+from b2t_lib.errors import ArgumentParser, UserError, run_command  # noqa: E402
+
 from b2t_lib.data.lm import (
     HUB_SPLITS,
     WIKITEXT103_ROWS,
@@ -37,7 +39,7 @@ DEFAULTS = {**parameter_defaults(download_wikitext103), **parameter_defaults(pre
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         description=__doc__.split("\n\n")[0],
         epilog=__doc__.split("\n\n", 1)[1],
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -122,8 +124,9 @@ def parquet_files(folder: Path) -> dict[str, list[str]]:
     for hub_split in HUB_SPLITS.values():
         found = sorted(str(p) for p in folder.glob(f"{hub_split}-*.parquet"))
         if not found:
-            raise FileNotFoundError(
-                f"{folder} has no {hub_split}-*.parquet file (the Hub's names, e.g. {hub_split}-00000-of-00001.parquet)"
+            raise UserError(
+                f"{folder} has no {hub_split}-*.parquet file",
+                todo=f"use the Hub's names, e.g. {hub_split}-00000-of-00001.parquet",
             )
         files[hub_split] = found
     return files
@@ -140,34 +143,30 @@ def main(argv: list[str] | None = None) -> int:
         expected_vocab = args.expected_vocab
     else:
         expected_vocab = wikitext103_sizes()["vocab"] if checks else None
-    try:
-        if args.from_files is not None:
-            raw_dir = args.from_files
+    if args.from_files is not None:
+        raw_dir = args.from_files
+    else:
+        raw_dir = args.raw_dir or args.out_dir / "raw"
+        if args.parquet_dir is not None:
+            download_wikitext103(
+                raw_dir,
+                dataset="parquet",
+                config=None,
+                cache_dir=args.cache_dir,
+                data_files=parquet_files(args.parquet_dir),
+                check_rows=checks,
+            )
         else:
-            raw_dir = args.raw_dir or args.out_dir / "raw"
-            if args.parquet_dir is not None:
-                download_wikitext103(
-                    raw_dir,
-                    dataset="parquet",
-                    config=None,
-                    cache_dir=args.cache_dir,
-                    data_files=parquet_files(args.parquet_dir),
-                    check_rows=checks,
-                )
-            else:
-                download_wikitext103(
-                    raw_dir, dataset=args.dataset, config=args.config, cache_dir=args.cache_dir, check_rows=checks
-                )
-        out = prepare_lm_data(
-            raw_dir,
-            args.out_dir,
-            min_count=args.min_count,
-            padding_factor=args.padding_factor,
-            expected_vocab=expected_vocab,
-        )
-    except (FileNotFoundError, ValueError) as error:  # bad input data: say what and where, no traceback
-        print(f"error: {error}", file=sys.stderr)
-        return 1
+            download_wikitext103(
+                raw_dir, dataset=args.dataset, config=args.config, cache_dir=args.cache_dir, check_rows=checks
+            )
+    out = prepare_lm_data(
+        raw_dir,
+        args.out_dir,
+        min_count=args.min_count,
+        padding_factor=args.padding_factor,
+        expected_vocab=expected_vocab,
+    )
     manifest = read_json(out / "manifest.json")
     vocab = manifest["vocabulary"]
     print(
@@ -184,4 +183,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_command(main))

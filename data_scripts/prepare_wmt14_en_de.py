@@ -21,6 +21,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
+from b2t_lib.errors import ArgumentParser, UserError, run_command  # noqa: E402
+
 from b2t_lib.data import prepare_wmt14_en_de  # noqa: E402
 from b2t_lib.data.steps import parameter_defaults  # noqa: E402
 
@@ -28,9 +30,7 @@ DEFAULTS = parameter_defaults(prepare_wmt14_en_de)  # every default below is the
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
         "--out-dir",
         type=Path,
@@ -100,8 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     logging.getLogger("b2t_lib.data").setLevel(logging.INFO)
     if args.from_files is None and (args.src_lang, args.tgt_lang) != ("en", "de"):
-        print("the WMT'14 download is English-German; use --from-files for other pairs", file=sys.stderr)
-        return 2
+        raise UserError("the WMT'14 download is English-German", todo="use --from-files for other pairs")
     # The same function the translation task calls when its small/full data is missing.
     out = prepare_wmt14_en_de(
         args.out_dir,
@@ -124,4 +123,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_command(main))

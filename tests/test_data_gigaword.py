@@ -24,6 +24,7 @@ from b2t_lib.data.translation import _count_lines
 from b2t_lib.data.summarization import HeadlineFileError, check_headline_files
 from b2t_lib.data.synthetic_headlines import headline_splits
 from b2t_lib.data.text import keep_pair, rush_normalize, tokenize_line
+from b2t_lib.errors import run_command
 from conftest import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -357,7 +358,7 @@ def test_bad_inputs_fail_with_file_and_line_and_leave_prepared_data_untouched(fi
     out = files_run["out"]
     before = _snapshot(out)
     args = ["--from-files", str(bad), "--out-dir", str(out), "--bpe-vocab-size", "300", "--workers", "1"]
-    assert load_script(SCRIPT).main(args) == 2
+    assert run_command(load_script(SCRIPT).main, args) == 2
     message = capsys.readouterr().err
     assert "cannot prepare headline data" in message
     assert re.search(expected, message), message

@@ -23,6 +23,7 @@ from b2t_lib.data.speech import prepare_librispeech, prepare_speech_from_files
 from b2t_lib.data.speech_dataset import load_speech_split, speech_manifest
 from b2t_lib.data.speech_vocab import VocabularySizeError, train_sentencepiece
 from b2t_lib.data.synthetic_speech import WORDS, synthesize, write_synthetic_speech
+from b2t_lib.errors import run_command
 from conftest import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -289,8 +290,9 @@ def small_corpus(root: Path, *, train_rows=None, header="audio\ttext") -> Path:
 
 
 def run_cli(raw: Path, out: Path, capsys, vocab_size: int = 26) -> tuple[int, str]:
-    code = load_script(SCRIPT).main(
-        ["--from-files", str(raw), "--out-dir", str(out), "--vocab-size", str(vocab_size), "--workers", "1"]
+    code = run_command(
+        load_script(SCRIPT).main,
+        ["--from-files", str(raw), "--out-dir", str(out), "--vocab-size", str(vocab_size), "--workers", "1"],
     )
     return code, capsys.readouterr().err
 
@@ -314,13 +316,13 @@ def test_unreadable_audio_file_is_an_error_naming_it(tmp_path, capsys):
 def test_wrong_header_is_an_error_naming_the_file(tmp_path, capsys, header):
     raw = small_corpus(tmp_path / "raw", header=header)
     code, err = run_cli(raw, tmp_path / "out", capsys)
-    assert code == 2 and "train.tsv: wrong header" in err and "'audio' and 'text'" in err
+    assert code == 2 and "error: wrong header" in err and "train.tsv:1)" in err and "'audio' and 'text'" in err
 
 
 def test_a_row_with_the_wrong_number_of_fields_names_its_line(tmp_path, capsys):
     raw = small_corpus(tmp_path / "raw", train_rows=["train0.wav\tred\tcat"])
     code, err = run_cli(raw, tmp_path / "out", capsys)
-    assert code == 2 and "train.tsv:8: 3 tab-separated fields" in err
+    assert code == 2 and "error: 3 tab-separated fields" in err and "train.tsv:8)" in err
 
 
 def test_missing_split_files_are_named(tmp_path, capsys):
@@ -335,8 +337,9 @@ def test_missing_split_files_are_named(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_empty_transcript_and_too_short_audio_are_skipped_and_reported(tmp_path, capsys, caplog):
-    sf.write(tmp_path / "short.wav", spoken(["up"], 1)[:600], 16000, subtype="PCM_16")  # 600 samples: 2 frames
-    raw = small_corpus(tmp_path / "raw", train_rows=["../short.wav\tup", "train1.wav\t   "])
+    raw = small_corpus(tmp_path / "raw", train_rows=["clips/short.wav\tup", "train1.wav\t   "])
+    (raw / "clips").mkdir()
+    sf.write(raw / "clips" / "short.wav", spoken(["up"], 1)[:600], 16000, subtype="PCM_16")  # 600 samples: 2 frames
     with caplog.at_level(logging.WARNING, logger="b2t_lib.data"):
         code, err = run_cli(raw, tmp_path / "out", capsys)
     assert code == 0, err

@@ -70,6 +70,7 @@ def read_audio(source: str | Path | bytes, *, name: str | None = None) -> tuple[
     label = _name(source, name)
     if not isinstance(source, (bytes, bytearray)) and not Path(source).is_file():
         raise AudioError(f"audio file {label} does not exist")
+    _check_wav_length(source, label)
     try:
         data, rate = sf.read(
             io.BytesIO(source) if isinstance(source, (bytes, bytearray)) else str(source),
@@ -81,6 +82,37 @@ def read_audio(source: str | Path | bytes, *, name: str | None = None) -> tuple[
             f"cannot read audio file {label}: {error} (is it a WAV/FLAC/OGG file that libsndfile supports?)"
         ) from error
     return data, int(rate)
+
+
+def _wav_data_bytes(f) -> tuple[int, int] | None:
+    """``(declared, present)`` bytes of the ``data`` chunk of a RIFF/WAVE file (``None`` for another format)."""
+    head = f.read(12)
+    if len(head) < 12 or head[:4] != b"RIFF" or head[8:12] != b"WAVE":
+        return None
+    while True:
+        chunk = f.read(8)
+        if len(chunk) < 8:
+            return None
+        size = int.from_bytes(chunk[4:8], "little")
+        if chunk[:4] == b"data":
+            start = f.tell()
+            return size, f.seek(0, io.SEEK_END) - start
+        f.seek(size + (size & 1), io.SEEK_CUR)  # chunks are padded to an even size
+
+
+def _check_wav_length(source: str | Path | bytes, label: str) -> None:
+    """Refuse a WAV file whose header announces more samples than the file holds (a truncated copy):
+    ``soundfile`` would read the part that is there without a word. A streamed WAV whose header gives no
+    length (0 or 0xFFFFFFFF) is read as it is."""
+    with io.BytesIO(source) if isinstance(source, (bytes, bytearray)) else open(source, "rb") as f:
+        sizes = _wav_data_bytes(f)
+    if sizes is None or sizes[0] in (0, 0xFFFFFFFF) or sizes[0] <= sizes[1]:
+        return
+    raise AudioError(
+        f"audio file {label} is shorter than its header says: {sizes[1]:,} of {sizes[0]:,} bytes of samples "
+        f"(a truncated copy?)",
+        todo="copy or convert the file again",
+    )
 
 
 def to_mono_16k(samples: np.ndarray, sample_rate: int, target_rate: int = SAMPLE_RATE) -> torch.Tensor:

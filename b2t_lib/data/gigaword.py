@@ -24,6 +24,7 @@ import logging
 import zipfile
 from pathlib import Path
 
+from .inputs import MissingInputError, SourceError, decode_line
 from .steps import StepRunner
 from .summarization import ARTICLE, HEADLINE
 
@@ -52,7 +53,7 @@ def fetch_gigaword_zip(cache_dir: str | None = None) -> Path:
     try:
         return Path(hf_hub_download(HUB_REPO, HUB_FILE, repo_type="dataset", cache_dir=cache_dir))
     except Exception as error:  # offline, proxy, moved file: say what to do instead
-        raise RuntimeError(
+        raise SourceError(
             f"could not download {HUB_FILE} of the Hub dataset {HUB_REPO}: {type(error).__name__}: {error}\n"
             f"On a machine without Hub access, copy ggw_data.zip from a networked machine and pass "
             f"--zip PATH, or prepare your own pairs with --from-files"
@@ -77,7 +78,7 @@ def gigaword_members(names: list[str]) -> dict[str, str]:
     doubled = [key for key in wanted if len(found[key]) > 1]
     if missing or doubled:
         shown = ", ".join(names[:30]) + (f", ... ({len(names)} members)" if len(names) > 30 else "")
-        raise RuntimeError(
+        raise SourceError(
             f"the Gigaword archive does not have the expected layout {MEMBER_DIR}/{{train,dev,test}}.{{src,tgt}}.txt"
             + (f"; missing: {', '.join(f'{MEMBER_DIR}/{k}.txt' for k in missing)}" if missing else "")
             + (f"; more than one copy of: {', '.join(doubled)}" if doubled else "")
@@ -90,12 +91,7 @@ def _read_member(archive: zipfile.ZipFile, member: str, replace_unk: bool):
     """Stripped lines of one member, ``<unk>`` -> ``UNK`` if asked, as the dataset script does."""
     with archive.open(member) as f:
         for number, raw in enumerate(f, start=1):  # binary lines, split on b"\n" only
-            try:
-                line = raw.decode("utf-8").strip()
-            except UnicodeDecodeError as error:
-                raise RuntimeError(
-                    f"{member}, line {number}: not UTF-8 ({error}); the archive is damaged or not the Gigaword release"
-                ) from error
+            line = decode_line(member, number, raw.rstrip(b"\n")).strip()  # UTF-8, a BOM removed
             # One example per line: no line-break character may survive inside the text.
             yield " ".join(line.replace("<unk>", "UNK").split()) if replace_unk else " ".join(line.split())
 
@@ -120,12 +116,12 @@ def extract_gigaword(
     if not check_counts:
         expected_pairs = None
     if not zip_path.is_file():
-        raise FileNotFoundError(f"{zip_path} does not exist; give the path of ggw_data.zip")
+        raise MissingInputError(f"{zip_path} does not exist", todo="give the path of ggw_data.zip")
     try:
         with zipfile.ZipFile(zip_path) as archive:
             members = gigaword_members(archive.namelist())
     except zipfile.BadZipFile as error:
-        raise RuntimeError(f"{zip_path} is not a zip archive ({error}); delete it and download it again") from error
+        raise SourceError(f"{zip_path} is not a zip archive ({error}); delete it and download it again") from error
     runner = StepRunner(raw_dir, raw_dir / ".steps")
     for theirs, ours in SPLITS.items():
         expected = None if expected_pairs is None else expected_pairs[theirs]
@@ -143,12 +139,12 @@ def extract_gigaword(
                     counts[member] = n
             found = ", ".join(f"{m}: {n:,} lines" for m, n in counts.items())
             if len(set(counts.values())) != 1:
-                raise RuntimeError(
+                raise SourceError(
                     f"the {theirs} article and headline files of {zip_path} differ in length "
                     f"({found}); the archive is damaged"
                 )
             if expected is not None and expected not in counts.values():
-                raise RuntimeError(
+                raise SourceError(
                     f"{zip_path}: the {theirs} split has {found}, expected {expected:,} pairs "
                     f"(Rush et al.'s release); the archive on the Hub changed or is incomplete"
                 )

@@ -37,15 +37,16 @@ from ..special_tokens import EOS, SPECIAL_TOKENS, UNK
 
 from .dictionary import Dictionary
 from .indexed import RaggedArray, token_dtype, write_ragged
+from .inputs import InputError, MissingInputError, read_lines
 from .steps import (
     MANIFEST,
     DataFormat,
+    Preparation,
     StepRunner,
     clear_digest_cache,
     describe_file,
     file_digest,
     read_json,
-    write_json_atomic,
 )
 from .unigram import unigram_cross_entropy, unigram_record  # noqa: F401  (the one computation, re-exported)
 
@@ -108,9 +109,9 @@ def download_wikitext103(
 
             rows = load_dataset(dataset, config, data_files=data_files, split=hub_split, cache_dir=cache_dir)
             if "text" not in rows.column_names:
-                raise ValueError(
-                    f"{dataset} {config} split {hub_split} has columns {rows.column_names}, "
-                    f"expected a 'text' column (one row per line)"
+                raise InputError(
+                    f"{dataset} {config} split {hub_split} has columns {rows.column_names}",
+                    todo="give a data set with a 'text' column (one row per line)",
                 )
             n = 0
             with open(outs[0], "w", encoding="utf-8", newline="\n") as f:
@@ -120,9 +121,10 @@ def download_wikitext103(
                         n += 1
             log.info("%s: %d rows", split, n)
             if expected_rows is not None and n != expected_rows[split]:
-                raise ValueError(
-                    f"{dataset} {config} {hub_split} has {n:,} rows, expected {expected_rows[split]:,}; "
-                    f"the Hub copy changed (pass --no-checks to accept it)"
+                raise InputError(
+                    f"{dataset} {config} {hub_split} has {n:,} rows, expected {expected_rows[split]:,}: "
+                    f"the Hub copy changed",
+                    todo="pass --no-checks to accept it",
                 )
 
         params = {
@@ -137,23 +139,38 @@ def download_wikitext103(
 
 # ---------------------------------------------------------------------- preparation
 def _read_lines(path: Path) -> Iterator[str]:
-    with open(path, encoding="utf-8", newline="\n") as f:  # split on \n only (not on \r or U+2028)
-        yield from f
+    """The lines of a text file (:func:`.inputs.read_lines`: UTF-8, split on \\n only, BOM removed)."""
+    return read_lines(path)
 
 
 def _check_raw_files(raw_dir: Path) -> dict[str, Path]:
     if not raw_dir.is_dir():
-        raise FileNotFoundError(f"raw data folder {raw_dir} does not exist")
+        raise MissingInputError(f"raw data folder {raw_dir} does not exist", todo="give the folder of the text files")
     raw = {s: raw_dir / f"{s}.txt" for s in SPLITS}
     for split, path in raw.items():
         if not path.is_file():
-            raise FileNotFoundError(
-                f"{path} is missing: a language-modeling corpus needs train.txt, valid.txt and "
-                f"test.txt in {raw_dir} (whitespace-tokenized text, one line per line)"
+            raise MissingInputError(
+                f"{path} is missing",
+                todo=f"a language-modeling corpus needs train.txt, valid.txt and test.txt in {raw_dir} "
+                f"(whitespace-tokenized text, one line per line)",
             )
         if path.stat().st_size == 0:
-            raise ValueError(f"{path} is empty: the {split} split needs at least one line of text")
+            raise InputError(f"{path} is empty", todo=f"the {split} split needs at least one line of text")
     return raw
+
+
+def check_text_files(raw: dict[str, Path]) -> None:
+    """Read every raw file once before anything is built: a byte that is not UTF-8 is named with its file,
+    line and column, and a special symbol used as a training word with its line."""
+    for split, path in raw.items():
+        for lineno, line in enumerate(_read_lines(path), start=1):
+            bad = [w for w in line.split() if w in FORBIDDEN_WORDS] if split == "train" else []
+            if bad:
+                raise InputError(
+                    f"the word {bad[0]!r} is one of the dictionary's special symbols ({', '.join(FORBIDDEN_WORDS)})",
+                    where=f"{path}:{lineno}",
+                    todo="remove or rename it in the text",
+                )
 
 
 def _count_words(train: Path) -> Counter:
@@ -163,9 +180,10 @@ def _count_words(train: Path) -> Counter:
         counts.update(words)
         bad = [w for w in words if w in FORBIDDEN_WORDS]
         if bad:
-            raise ValueError(
-                f"{train}:{lineno}: the word {bad[0]!r} is one of the dictionary's special symbols "
-                f"({', '.join(FORBIDDEN_WORDS)}); remove or rename it in the text"
+            raise InputError(
+                f"the word {bad[0]!r} is one of the dictionary's special symbols ({', '.join(FORBIDDEN_WORDS)})",
+                where=f"{train}:{lineno}",
+                todo="remove or rename it in the text",
             )
     return counts
 
@@ -193,10 +211,12 @@ def _binarize(path: Path, dictionary: Dictionary, outs: list[Path], *, unk_allow
             ids = [indices.get(w, UNK) for w in line.split()]
             if not unk_allowed and UNK in ids:
                 word = next(w for w, i in zip(line.split(), ids) if i == UNK)
-                raise ValueError(
-                    f"{path}:{lineno}: the word {word!r} is not in the training vocabulary, and the training "
-                    f"data has no <unk> to map it to. Map rare words to <unk> in every split (as WikiText "
-                    f"does), or prepare with --min-count N so that training has <unk>"
+                raise InputError(
+                    f"the word {word!r} is not in the training vocabulary, and the training data has no <unk> "
+                    f"to map it to",
+                    where=f"{path}:{lineno}",
+                    todo="map rare words to <unk> in every split (as WikiText does), or prepare with --min-count N "
+                    "so that training has <unk>",
                 )
             yield ids + [EOS]
 
@@ -216,9 +236,9 @@ def check_vocabulary_size(vocab: dict, expected: int | None, source: str) -> Non
         f"{merity:,} (Merity et al.'s count)"
     )
     if expected is not None and merity != expected:
-        raise ValueError(
-            f"{msg}, expected {expected:,}: the corpus is not the one expected "
-            f"(pass --no-checks, or expected_vocab=None, to accept it)"
+        raise InputError(
+            f"{msg}, expected {expected:,}: the corpus is not the one expected",
+            todo="pass --no-checks (or expected_vocab=None) to accept it",
         )
     log.info(msg)
 
@@ -250,10 +270,17 @@ def prepare_lm_data(
         pipeline_version=PIPELINE_VERSION,
         raw_digests={f"{s}.txt": file_digest(path) for s, path in raw.items()},
     )
-    runner = LM_DATA.start(out_dir, p)
-    if runner is None:
-        check_vocabulary_size(read_json(out_dir / MANIFEST)["vocabulary"], expected_vocab, str(raw["train"]))
-        return out_dir
+    with LM_DATA.build(out_dir, p, check_inputs=lambda: check_text_files(raw)) as runner:
+        if runner is not None:
+            _build(runner, p, raw, expected_vocab)
+            return out_dir
+    check_vocabulary_size(read_json(out_dir / MANIFEST)["vocabulary"], expected_vocab, str(raw["train"]))
+    return out_dir
+
+
+def _build(runner: Preparation, p: dict, raw: dict[str, Path], expected_vocab: int | None) -> None:
+    """The steps of :func:`prepare_lm_data`, under ``runner.root`` (beside the data set's folder)."""
+    out_dir, min_count, padding_factor = runner.root, p["min_count"], p["padding_factor"]
     dict_path, vocab_path = out_dir / "dict.txt", out_dir / "work" / "vocabulary.json"
     runner.run(
         "dictionary",
@@ -274,12 +301,11 @@ def prepare_lm_data(
             split_files(out_dir, split),
             lambda outs, split=split, ok=unk_allowed: _binarize(raw[split], dictionary, outs, unk_allowed=ok),
         )
-    _write_manifest(out_dir, p, dictionary, vocab)
+    runner.commit(_manifest(out_dir, p, dictionary, vocab))
     log.info("steps run: %s; skipped: %s", runner.ran or "none", runner.skipped or "none")
-    return out_dir
 
 
-def _write_manifest(out_dir: Path, p: dict, dictionary: Dictionary, vocab: dict) -> None:
+def _manifest(out_dir: Path, p: dict, dictionary: Dictionary, vocab: dict) -> dict:
     files = [out_dir / "dict.txt"]
     streams, stats = {}, {}
     for split in SPLITS:
@@ -307,10 +333,10 @@ def _write_manifest(out_dir: Path, p: dict, dictionary: Dictionary, vocab: dict)
         "unigram": unigram,
         "files": {str(f.relative_to(out_dir)): describe_file(f) for f in files},
     }
-    write_json_atomic(out_dir / MANIFEST, manifest)  # last: its presence means "ready"
     log.info(
         "vocabulary %d ids; unigram baseline on valid: %.3f bits/token (ppl %.1f)",
         len(dictionary),
         unigram["valid"]["bits_per_token"],
         unigram["valid"]["ppl"],
     )
+    return manifest  # committed last: its presence means "ready"

@@ -46,12 +46,12 @@ def unigram_baseline(data_dir: str | Path, split: str = "valid") -> dict:
 
 
 def load_lm_split(
-    data_dir: str | Path, split: str, *, tokens_per_sample: int, context_window: int = 0, verify: bool = True
+    data_dir: str | Path, split: str, *, tokens_per_sample: int, context_window: int = 0, verify: bool | str = "sampled"
 ) -> "LMBlockDataset":
     """Open ``split`` (``'train'``, ``'valid'``, ``'test'``) of a prepared data set as blocks.
 
-    The files are checked against the manifest first (sizes always, checksums unless
-    ``verify=False``); damaged data raises instead of being used.
+    The files are checked against the manifest first (:func:`.steps.verify_level`: sizes and digests, of sampled
+    blocks for a file over 256 MB unless ``verify="full"``); damaged data raises instead of being used.
     """
     data_dir = Path(data_dir)
     LM_DATA.open_split(

@@ -58,7 +58,8 @@ from .speech_sources import (
     read_tsv_split,
 )
 from .speech_vocab import SpeechVocabulary, normalize_transcript, train_sentencepiece
-from .steps import MANIFEST, DataFormat, clear_digest_cache, describe_file, file_digest, read_json, write_json_atomic
+from .inputs import InputError
+from .steps import DataFormat, Preparation, clear_digest_cache, describe_file, file_digest, read_json
 from .text import default_workers
 
 log = logging.getLogger("b2t_lib.data")
@@ -223,8 +224,8 @@ def _extract_part(part: Part, outs: list[Path], *, workers: int, min_frames: int
         dropped,
     )
     if counts["kept"] == 0:
-        raise ValueError(
-            f"no utterance of {part.name} survived the filters ({dropped}); check the audio and transcripts"
+        raise InputError(
+            f"no utterance of {part.name} survived the filters ({dropped})", todo="check the audio and transcripts"
         )
     outs[6].write_text(json.dumps(report, indent=1), encoding="utf-8")
 
@@ -258,7 +259,9 @@ def _prepare(
     test_splits: list[str],
 ) -> Path:
     if not any(p.is_train for p in parts):
-        raise ValueError("no training part selected: the vocabulary is trained on the training transcripts")
+        raise InputError(
+            "no training part selected", todo="add a training split: the vocabulary is trained on its transcripts"
+        )
     p = dict(
         source=source,
         parts={part.name: part.split for part in parts},
@@ -268,9 +271,28 @@ def _prepare(
         max_train_frames=max_train_frames,
         pipeline_version=PIPELINE_VERSION,
     )
-    runner = SPEECH_DATA.start(out_dir, p)
-    if runner is None:
-        return out_dir
+    options = dict(vocab_size=vocab_size, seed=seed, min_frames=min_frames, max_train_frames=max_train_frames)
+    with SPEECH_DATA.build(out_dir, p) as runner:
+        if runner is not None:
+            _build(runner, parts, p, workers=workers, valid_splits=valid_splits, test_splits=test_splits, **options)
+    return out_dir
+
+
+def _build(
+    runner: Preparation,
+    parts: list[Part],
+    p: dict,
+    *,
+    vocab_size: int,
+    seed: int,
+    workers: int | None,
+    min_frames: int,
+    max_train_frames: int,
+    valid_splits: list[str],
+    test_splits: list[str],
+) -> None:
+    """The steps of :func:`_prepare`, under ``runner.root`` (beside the data set's folder)."""
+    out_dir = runner.root
     workers = workers or default_workers()
     reports = {part.name: out_dir / "work" / "reports" / f"{part.name}.json" for part in parts}
 
@@ -342,12 +364,11 @@ def _prepare(
             encode,
         )
 
-    _write_manifest(out_dir, p, parts, reports, vocabulary, valid_splits, test_splits)
+    runner.commit(_manifest(out_dir, p, parts, reports, vocabulary, valid_splits, test_splits))
     log.info("steps run: %s; skipped: %s", runner.ran or "none", runner.skipped or "none")
-    return out_dir
 
 
-def _write_manifest(
+def _manifest(
     out_dir: Path,
     p: dict,
     parts: list[Part],
@@ -355,7 +376,7 @@ def _write_manifest(
     vocabulary: SpeechVocabulary,
     valid_splits: list[str],
     test_splits: list[str],
-) -> None:
+) -> dict:
     files = [out_dir / SPM_MODEL]
     stats = {}
     for part in parts:
@@ -385,7 +406,7 @@ def _write_manifest(
         "stats": stats,
         "files": {str(f.relative_to(out_dir)): describe_file(f) for f in files},
     }
-    write_json_atomic(out_dir / MANIFEST, manifest)  # last: its presence means "ready"
+    return manifest  # committed last: its presence means "ready"
 
 
 def prepare_speech_from_files(

@@ -35,11 +35,12 @@ def speech_manifest(data_dir: str | Path) -> dict:
     return SPEECH_DATA.manifest(data_dir)
 
 
-def load_speech_split(data_dir: str | Path, split: str, *, verify: bool = True) -> "SpeechDataset":
+def load_speech_split(data_dir: str | Path, split: str, *, verify: bool | str = "sampled") -> "SpeechDataset":
     """Open one split (``'train'``, a validation or a test split) of a prepared speech data set.
 
-    Its files are checked against the manifest first: sizes always, checksums too unless
-    ``verify=False`` (about one second per GB; LibriSpeech's features are about 55 GB).
+    Its files are checked against the manifest first (:func:`.steps.verify_level`): by default their sizes and
+    a digest of each file (of sampled blocks of a file over 256 MB); ``verify="full"`` hashes every byte
+    (about one second per GB; LibriSpeech's features are about 55 GB, docs/data.md).
     """
     data_dir = Path(data_dir)
 

@@ -17,11 +17,12 @@ the path or the bytes of an audio file, ``name`` what messages call it.
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 from typing import Iterator
 
+from ..errors import located
 from .audio import AudioError
+from .inputs import InputError, MissingInputError, inside, read_lines
 
 HUB_DATASET = "openslr/librispeech_asr"
 HUB_CONFIG = "all"
@@ -63,55 +64,67 @@ Utterance = tuple[str, "str | bytes", str, str]
 def find_tsv_splits(raw_dir: Path) -> list[str]:
     """``['train', 'valid', <test names sorted>]`` from the ``.tsv`` files in ``raw_dir``."""
     if not raw_dir.is_dir():
-        raise FileNotFoundError(f"audio folder {raw_dir} does not exist")
+        raise MissingInputError(f"audio folder {raw_dir} does not exist", todo="give the folder of the .tsv files")
     names = {p.stem for p in raw_dir.glob("*.tsv")}
     for required in ("train", "valid"):
         if required not in names:
-            raise FileNotFoundError(
-                f"{raw_dir} needs {required}.tsv (columns 'audio' and 'text', tab-separated, "
-                f"with a header); found: {sorted(names) or 'no .tsv file'}"
+            raise MissingInputError(
+                f"{raw_dir} needs {required}.tsv (found: {', '.join(sorted(names)) or 'no .tsv file'})",
+                todo="add it, with a header naming the tab-separated columns 'audio' and 'text'",
             )
     tests = sorted(names - {"train", "valid"})
     if not tests:
-        raise FileNotFoundError(f"{raw_dir} has no test split: add e.g. test.tsv next to train.tsv and valid.tsv")
+        raise MissingInputError(
+            f"{raw_dir} has no test split", todo="add e.g. test.tsv next to train.tsv and valid.tsv"
+        )
     return ["train", "valid", *tests]
 
 
 def read_tsv_split(raw_dir: Path, split: str) -> list[Utterance]:
-    """The utterances listed in ``raw_dir/<split>.tsv``; a wrong header, a malformed row or a
-    missing audio file raises a ``ValueError`` that names the file and the line."""
+    """The utterances listed in ``raw_dir/<split>.tsv``; a wrong header, a malformed row, an audio path that
+    leads out of ``raw_dir`` or a missing audio file raises an :class:`~.inputs.InputError` that names the file
+    and the line.
+
+    The file is split on tabs and newlines only (no quoting, no limit on a transcript's length); a ``\\r``
+    before the newline (a Windows line end) is dropped, a byte-order mark is removed."""
     path = raw_dir / f"{split}.tsv"
-    with open(path, encoding="utf-8-sig", newline="") as f:
-        rows = list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
+    rows = [line.removesuffix("\r").split("\t") for line in read_lines(path)]
     if not rows:
-        raise ValueError(f"{path} is empty; it needs a header line 'audio<TAB>text' and one line per utterance")
+        raise InputError(f"{path} is empty", todo="it needs a header line 'audio<TAB>text' and one line per utterance")
     header = [name.strip() for name in rows[0]]
     if "audio" not in header or "text" not in header or len(set(header)) != len(header):
-        raise ValueError(
-            f"{path}: wrong header {rows[0]!r}; the first line must name the tab-separated "
-            f"columns 'audio' and 'text' once each (e.g. 'audio<TAB>text')"
+        raise InputError(
+            f"wrong header {rows[0]!r}",
+            where=located(path, 1),
+            todo="the first line must name the tab-separated columns 'audio' and 'text' once each "
+            "(e.g. 'audio<TAB>text')",
         )
     col = {name: i for i, name in enumerate(header)}
     utterances, missing = [], []
     for lineno, row in enumerate(rows[1:], start=2):
-        if not row or row == [""]:
+        if row == [""]:
             continue
         if len(row) != len(header):
-            raise ValueError(
-                f"{path}:{lineno}: {len(row)} tab-separated fields, the header has {len(header)} "
-                f"({', '.join(header)}); a transcript may not contain a tab"
+            raise InputError(
+                f"{len(row)} tab-separated fields, the header has {len(header)} ({', '.join(header)})",
+                where=located(path, lineno),
+                todo="a transcript may not contain a tab",
             )
         rel = row[col["audio"]].strip()
-        audio = raw_dir / rel
-        if not rel or not audio.is_file():
-            missing.append(f"{path.name}:{lineno}: {rel or '(empty path)'}")
+        if not rel:
+            missing.append(f"{path.name}:{lineno}: (empty path)")
+            continue
+        audio = inside(raw_dir, rel, what="audio path", where=located(path, lineno))
+        if not audio.is_file():
+            missing.append(f"{path.name}:{lineno}: {rel}")
             continue
         uid = row[col["id"]] if "id" in col else rel
         utterances.append((uid, str(audio), str(audio), row[col["text"]]))
     if missing:
-        shown = "\n  ".join(missing[:10]) + (f"\n  ... and {len(missing) - 10} more" if len(missing) > 10 else "")
-        raise ValueError(
-            f"{len(missing)} audio file(s) listed in {path} do not exist (paths are relative to {raw_dir}):\n  {shown}"
+        shown = "; ".join(missing[:10]) + (f"; ... and {len(missing) - 10} more" if len(missing) > 10 else "")
+        raise MissingInputError(
+            f"{len(missing)} audio file(s) listed in {path} do not exist: {shown}",
+            todo=f"paths are relative to {raw_dir}",
         )
     return utterances
 

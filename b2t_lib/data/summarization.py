@@ -24,6 +24,7 @@ from pathlib import Path
 
 from .translation import prepare_translation_data
 from ..errors import UserError
+from .inputs import strip_bom
 
 ARTICLE, HEADLINE = "article", "headline"  # file suffixes (the "languages" of the pair)
 MAX_REPORTED = 20  # problems listed in one error message
@@ -53,7 +54,7 @@ def _check_text_file(path: Path, problems: list[str]) -> int | None:
     ok = True
     for number, line in enumerate(lines, start=1):
         try:
-            text = line.decode("utf-8")
+            text = strip_bom(line.decode("utf-8"))  # the pipeline removes a byte-order mark too
         except UnicodeDecodeError as error:
             problems.append(
                 f"{path}, line {number}: not UTF-8 (byte 0x{line[error.start]:02x} at column "

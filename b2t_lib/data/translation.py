@@ -40,8 +40,8 @@ from ..special_tokens import EOS, UNK
 from .bpe import BPE, learn_bpe, load_codes, save_codes
 from .dictionary import Dictionary
 from .indexed import RaggedArray, token_dtype, write_ragged
-from ..files import write_json_atomic
-from .steps import MANIFEST, DataFormat, clear_digest_cache, describe_file, file_digest
+from .inputs import InputError, MissingInputError, read_lines
+from .steps import DataFormat, Preparation, clear_digest_cache, describe_file, file_digest
 from .text import TOKENIZERS, clean_raw_line, default_workers, keep_pair, tokenize_pairs
 from .unigram import unigram_cross_entropy, unigram_record
 
@@ -68,26 +68,44 @@ _MT_DEFAULTS = {"tokenizer": "moses"}
 def find_splits(raw_dir: Path, src_lang: str, tgt_lang: str) -> list[str]:
     """``['train', 'valid', <test names sorted>]`` from the files present in ``raw_dir``."""
     if not raw_dir.is_dir():
-        raise FileNotFoundError(f"raw data folder {raw_dir} does not exist")
+        raise MissingInputError(f"raw data folder {raw_dir} does not exist", todo="give the folder of the text files")
     names = {p.name[: -len(src_lang) - 1] for p in raw_dir.glob(f"*.{src_lang}")}
     paired = {n for n in names if (raw_dir / f"{n}.{tgt_lang}").is_file()}
     for required in ("train", "valid"):
         if required not in paired:
-            raise FileNotFoundError(
-                f"{raw_dir} needs {required}.{src_lang} and {required}.{tgt_lang} (one sentence per line); "
-                f"found pairs: {sorted(paired) or 'none'}"
+            raise MissingInputError(
+                f"{raw_dir} has no {required} split (found pairs: {', '.join(sorted(paired)) or 'none'})",
+                todo=f"add {required}.{src_lang} and {required}.{tgt_lang}, one sentence per line",
             )
     tests = sorted(paired - {"train", "valid"})
     if not tests:
-        raise FileNotFoundError(f"{raw_dir} has no test set: add e.g. test.{src_lang} and test.{tgt_lang}")
+        raise MissingInputError(
+            f"{raw_dir} has no test set", todo=f"add e.g. test.{src_lang} and test.{tgt_lang}, one sentence per line"
+        )
     return ["train", "valid", *tests]
 
 
+def check_parallel_files(raw: dict[str, list[Path]]) -> None:
+    """Read every raw file once before anything is built: each must be UTF-8 (else the file, line and column
+    are named), hold at least one line, and the two sides of a split must have the same number of lines."""
+    for split, paths in raw.items():
+        counts = []
+        for path in paths:
+            n = sum(1 for _ in read_lines(path))
+            if n == 0:
+                raise InputError(f"{path} is empty", todo=f"the {split} split needs at least one sentence per file")
+            counts.append(n)
+        if counts[0] != counts[1]:
+            raise InputError(
+                f"{paths[0]} has {counts[0]} lines but {paths[1]} has {counts[1]} "
+                f"(line {min(counts) + 1} of the longer one has no partner)",
+                todo="parallel files must be aligned line by line",
+            )
+
+
 def _read_lines(path: Path) -> Iterator[str]:
-    # newline="\n": split on \n only, so a stray \r or U+2028 cannot break line alignment.
-    with open(path, encoding="utf-8", newline="\n") as f:
-        for line in f:
-            yield line
+    """The lines of a text file without their newline (:func:`.inputs.read_lines`: UTF-8, BOM removed)."""
+    return read_lines(path)
 
 
 def _write_lines(path: Path, lines) -> None:
@@ -114,15 +132,14 @@ class _Lines:
 
     def __iter__(self) -> Iterator[str]:
         for path in self.paths:
-            for line in _read_lines(path):
-                yield line.rstrip("\n")
+            yield from _read_lines(path)
 
 
 def _tokenize_split(raw: list[Path], outs: list[Path], *, is_train: bool, p: dict) -> None:
     n_src, n_tgt = _count_lines(raw[0]), _count_lines(raw[1])
     if n_src != n_tgt:
-        raise ValueError(
-            f"{raw[0]} has {n_src} lines but {raw[1]} has {n_tgt}; parallel files must be aligned line by line"
+        raise InputError(
+            f"{raw[0]} has {n_src} lines but {raw[1]} has {n_tgt}", todo="parallel files must be aligned line by line"
         )
     keep = None
     if is_train and p["max_pairs"] is not None and p["max_pairs"] < n_src:
@@ -170,7 +187,11 @@ def _tokenize_split(raw: list[Path], outs: list[Path], *, is_train: bool, p: dic
             f.close()
     log.info("tokenized %s: %d pairs, kept %d", raw[0].stem, total, kept)
     if kept == 0:
-        raise ValueError(f"no sentence pair of {raw[0].stem} survived; check the files and the cleaning limits")
+        raise InputError(
+            f"no sentence pair of {raw[0].stem} survived the cleaning",
+            where=raw[0].parent,
+            todo="check the files and the cleaning limits (--max-len, --max-ratio)",
+        )
 
 
 def _binarize(dictionary: Dictionary, bpe_file: Path, text_file: Path, outs: list[Path]) -> None:
@@ -237,7 +258,7 @@ def prepare_translation_data(
             "bpe_merges (32000 for WMT, as in the paper)"
         )
     if src_lang == tgt_lang:
-        raise ValueError(f"source and target language are both {src_lang!r}")
+        raise InputError(f"source and target language are both {src_lang!r}", todo="give two different languages")
     if tokenizer not in TOKENIZERS:
         raise ValueError(f"unknown tokenizer {tokenizer!r}; known: {', '.join(TOKENIZERS)}")
     clear_digest_cache()
@@ -265,16 +286,24 @@ def prepare_translation_data(
         raw_digests={f"{s}.{lang}": file_digest(path) for s in splits for lang, path in zip(langs, raw[s])},
     )
     p.update({k: v for k, v in dict(tokenizer=tokenizer).items() if v != _MT_DEFAULTS[k]})
-    runner = TRANSLATION_DATA.start(out_dir, p)
-    if runner is None:
-        return out_dir
+    with TRANSLATION_DATA.build(out_dir, p, check_inputs=lambda: check_parallel_files(raw)) as runner:
+        if runner is not None:
+            _build(runner, p, raw, splits, langs, workers, tokenizer)
+    return out_dir
+
+
+def _build(runner: Preparation, p: dict, raw: dict, splits: list[str], langs: tuple, workers, tokenizer: str) -> None:
+    """The steps of :func:`prepare_translation_data`, under ``runner.root`` (beside the data set's folder)."""
+    root = runner.root
+    bpe_vocab_size, bpe_merges, bpe_min_frequency = p["bpe_vocab_size"], p["bpe_merges"], p["bpe_min_frequency"]
+    padding_factor = p["padding_factor"]
     step_params = {k: v for k, v in p.items() if k not in ("raw_digests", "splits")}
     run_p = dict(step_params, workers=workers or default_workers(), tokenizer=tokenizer)
-    work = out_dir / "work"
+    work = root / "work"
     tok = {s: [work / "tok" / f"{s}.{lang}" for lang in langs] for s in splits}
     text = {s: [work / "text" / f"{s}.{lang}" for lang in langs] for s in splits}
     seg = {s: [work / "bpe" / f"{s}.{lang}" for lang in langs] for s in splits}
-    codes, dict_path = out_dir / "bpe.codes", out_dir / "dict.txt"
+    codes, dict_path = root / "bpe.codes", root / "dict.txt"
 
     token_keys = ("src_lang", "tgt_lang", "aggressive_dash_splits")
     token_keys += tuple(k for k in _MT_DEFAULTS if k in step_params)  # only when not MT's default
@@ -317,7 +346,7 @@ def prepare_translation_data(
     dictionary = Dictionary.load(dict_path)
 
     for s in splits:
-        outs = [f for lang in langs for f in split_files(out_dir, s, lang)]
+        outs = [f for lang in langs for f in split_files(root, s, lang)]
 
         def binarize(tmps: list[Path], s: str = s) -> None:
             for i in range(2):
@@ -325,14 +354,11 @@ def prepare_translation_data(
 
         runner.run(f"binarize-{s}", {}, [dict_path, *seg[s], *text[s]], outs, binarize)
 
-    _write_manifest(out_dir, p, splits, dictionary, codes, tokenizer)
+    runner.commit(_manifest(root, p, splits, dictionary, codes, tokenizer))
     log.info("steps run: %s; skipped: %s", runner.ran or "none", runner.skipped or "none")
-    return out_dir
 
 
-def _write_manifest(
-    out_dir: Path, p: dict, splits: list[str], dictionary: Dictionary, codes: Path, tokenizer: str
-) -> None:
+def _manifest(out_dir: Path, p: dict, splits: list[str], dictionary: Dictionary, codes: Path, tokenizer: str) -> dict:
     files = [out_dir / "dict.txt", codes]
     stats, targets = {}, {}
     for s in splits:
@@ -367,5 +393,5 @@ def _write_manifest(
         "unigram": {"valid": unigram_record(bits)},  # the "Training failed" bar (b2t_lib.train.failure)
         "files": {str(f.relative_to(out_dir)): describe_file(f) for f in files},
     }
-    write_json_atomic(out_dir / MANIFEST, manifest)  # last: its presence means "ready"
     log.info("unigram baseline on valid: %.3f bits/token", bits)
+    return manifest  # committed last: its presence means "ready"

@@ -42,11 +42,12 @@ def test_split_names(data_dir: str | Path) -> list[str]:
 test_split_names.__test__ = False  # its name starts with "test_": tell pytest it is not a test
 
 
-def load_translation_split(data_dir: str | Path, split: str, *, verify: bool = True) -> "TranslationDataset":
+def load_translation_split(data_dir: str | Path, split: str, *, verify: bool | str = "sampled") -> "TranslationDataset":
     """Open one split (``'train'``, ``'valid'`` or a test-set name) of a prepared data set.
 
-    The files are checked against the manifest first: sizes always, checksums too unless
-    ``verify=False`` (about one second per GB). Damaged data raises instead of training on it.
+    The files are checked against the manifest first (:func:`.steps.verify_level`): by default their sizes and
+    a digest of each file (of sampled blocks of a file over 256 MB); ``verify="full"`` hashes every byte (about
+    one second per GB). Damaged data raises instead of training on it.
     """
     data_dir = Path(data_dir)
 

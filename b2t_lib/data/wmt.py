@@ -22,6 +22,7 @@ import logging
 from pathlib import Path
 from typing import Iterator
 
+from .inputs import InputError, SourceError
 from .steps import StepRunner
 
 log = logging.getLogger("b2t_lib.data")
@@ -101,7 +102,7 @@ def _newstest_pairs(year: int, cache_dir: str | None, expected: int) -> list[tup
         problems.append(f"sacrebleu {name}: {len(en)}/{len(de)} lines, expected {expected}")
     except Exception as error:
         problems.append(f"sacrebleu: {type(error).__name__}: {error}")
-    raise RuntimeError(
+    raise SourceError(
         f"could not get newstest{year} with {expected} lines:\n  "
         + "\n  ".join(problems)
         + "\nOn a machine without Hub access, put the files in a folder and use --from-files."
@@ -123,7 +124,7 @@ def download_wmt14_en_de(
         n = _write_pairs(_pairs(train), outs[0], outs[1])
         log.info("train: %d pairs", n)
         if n < sizes["train_min_pairs"]:
-            raise RuntimeError(
+            raise SourceError(
                 f"wmt/wmt14 de-en train has {n:,} pairs, expected at least "
                 f"{sizes['train_min_pairs']:,} (the release has 4,508,785); the Hub copy changed"
             )
@@ -187,7 +188,7 @@ def prepare_wmt14_en_de(
         source = Path(from_files)
     else:
         if (src_lang, tgt_lang) != ("en", "de"):
-            raise ValueError("the WMT'14 download is English-German; use from_files for other pairs")
+            raise InputError("the WMT'14 download is English-German", todo="use from_files for other pairs")
         source = download_wmt14_en_de(raw_dir or out_dir / "raw", cache_dir=cache_dir)
     if bpe_vocab_size is not None:
         bpe_merges = None
