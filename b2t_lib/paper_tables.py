@@ -300,7 +300,8 @@ _RETRAIN = "remove it or train the run again"
 
 
 def _log_warning(text: str) -> None:
-    """The default of ``warn``: the library's logger (stderr in a notebook, the command's stderr)."""
+    """The default of ``warn``: the library's logger, shown where logging is configured (``python -m b2t_lib``
+    passes its own ``warn``, which prints to stderr)."""
     logging.getLogger(__name__).warning("warning: %s", text)
 
 

@@ -99,6 +99,7 @@ class Case:
     pipe: str | None = None  # a shell command that reads stdout and may close it early (`head -1`)
     check: Callable[[Path, SimpleNamespace, str, str], None] | None = None  # more assertions on stdout, stderr
     skip: Callable[[], str | None] = lambda: None  # the reason to skip here, or None
+    make: bool = False  # a make target: make adds its own last line `make: *** [...] Error 2`
 
 
 def snapshot(*roots: Path) -> dict[Path, bytes]:
@@ -179,9 +180,13 @@ def remove(*relatives: str) -> Callable[[Path, SimpleNamespace], None]:
 
 
 def append_row(relative: str, row: str) -> Callable[[Path, SimpleNamespace], None]:
+    """Add ``row`` to the TSV ``folder/relative``; ``{up}`` in it stands for the ``../`` that lead from the
+    TSV's folder up to the root folder."""
+
     def setup(folder: Path, shared: SimpleNamespace) -> None:
         path = folder / relative
-        path.write_text(path.read_text(encoding="utf-8") + row + "\n", encoding="utf-8")
+        up = "../" * len(path.parent.resolve().parts[1:])
+        path.write_text(path.read_text(encoding="utf-8") + row.format(up=up) + "\n", encoding="utf-8")
 
     return setup
 
@@ -285,7 +290,17 @@ def names_the_pattern(pattern: str):
     return check
 
 
-SCALE_CHECK = (sys.executable, "-c", "import b2t_lib.scale as s; raise SystemExit(s.main())")  # `make course`'s
+def no_make() -> str | None:
+    if shutil.which("make") is None or not (ROOT / ".venv" / "bin" / "python").exists():
+        return "needs make and the repository's .venv"
+    return None
+
+
+def make(target: str):
+    """``make <target>`` in the repository (its .venv taken as set up), its outputs in the case folder."""
+    return lambda f, s: ["make", "--no-print-directory", "-C", ROOT, "-o", ".venv/.installed", target,
+                         f"COURSE_OUT={f / 'build'}"]  # fmt: skip
+
 
 CASES = [
     # ------------------------------------------------------------------ train
@@ -329,8 +344,20 @@ CASES = [
     # the reader is gone before the first write: the broken pipe is certain, not a race with `head`
     Case("preset-into-a-closed-pipe", lambda f, s: [*B2T, "preset", "--task", "mt"], pipe="head -n 0"),
     Case("scale-bogus-preset", lambda f, s: [*B2T, "preset", "--task", "mt"], env={"B2T_SCALE": "bogus"}),
-    Case("scale-bogus-make-course", lambda f, s: SCALE_CHECK, env={"B2T_SCALE": "bogus"}),
+    Case("scale-bogus-module", lambda f, s: [sys.executable, "-m", "b2t_lib.scale"], env={"B2T_SCALE": "bogus"}),
+    Case("scale-bogus-make-course", make("course"), env={"B2T_SCALE": "bogus"}, make=True, skip=no_make),
     Case("gpu-check-without-gpu", lambda f, s: [sys.executable, ROOT / "benchmarks" / "gpu_check.py"], skip=with_gpu),
+    Case("make-gpu-check-without-gpu", make("gpu-check"), make=True, skip=lambda: with_gpu() or no_make()),
+    Case("miniature-without-folder", lambda f, s: [sys.executable, "-m", "b2t_lib.data.miniature"]),
+    Case(
+        "bench-train-step-cuda-without-gpu",
+        lambda f, s: [sys.executable, ROOT / "benchmarks" / "bench_train_step.py", "--device", "cuda"],
+        skip=with_gpu,
+    ),  # fmt: skip
+    Case(
+        "bench-lm-adaptive-unknown-option",
+        lambda f, s: [sys.executable, ROOT / "benchmarks" / "bench_lm_adaptive.py", "--no-such-option"],
+    ),  # fmt: skip
     # ------------------------------------------------------------------ table
     Case("table-unknown-table", table("run", number=6), setup=write("run/result.json", record({"valid_ppl": 3.0}))),
     Case(
@@ -382,7 +409,7 @@ CASES = [
     Case(
         "librispeech-audio-path-outside",
         librispeech(),
-        setup=steps(copy("speech", "raw"), append_row("raw/train.tsv", "../../../../etc/passwd\tHELLO")),
+        setup=steps(copy("speech", "raw"), append_row("raw/train.tsv", "{up}etc/passwd\tHELLO")),
     ),
     Case(
         "librispeech-audio-path-absolute",
@@ -410,6 +437,9 @@ def test_bad_input_ends_in_one_line_and_changes_nothing(case: Case, shared, tmp_
     output = done.stdout + done.stderr
     assert "Traceback" not in output, output
     lines = done.stderr.splitlines()
+    if case.make:  # make's own report of the failed recipe comes last
+        assert len(lines) >= 1 and lines[-1].startswith("make: *** "), done.stderr
+        lines = lines[:-1]
     if case.pipe:
         assert done.returncode in (0, 141), output
         assert "BrokenPipeError" not in done.stderr and "Exception ignored" not in done.stderr, done.stderr
