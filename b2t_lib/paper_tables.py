@@ -320,20 +320,27 @@ def _result_file(path: Path) -> Path | None:
 def result_files(patterns, warn: Warn | None = None) -> list[Path]:
     """The ``result.json`` files that ``patterns`` name: run folders, ``.json`` files or globs of them.
 
-    Other files a glob matches (``runs/*`` also matches logs) are passed over; a pattern that yields no
-    ``result.json`` at all (a glob that matches nothing, a folder of a run not finished yet, a typo) is
-    warned about, so a table without our rows always says why.
+    Files a glob matches that are not ``.json`` (``runs/*`` also matches logs) are passed over. Everything
+    else that yields no record is warned about, so a table without some of our rows always says why: a
+    pattern that matches nothing (a typo), a folder without ``result.json`` (a run not finished yet, or not
+    a run folder), a file named on its own that is not ``.json``.
     """
     warn = warn or _log_warning
     found: list[Path] = []
-    for pattern in patterns:
-        matches = glob.glob(str(pattern)) or ([pattern] if Path(pattern).exists() else [])
-        files = [f for f in (_result_file(Path(m)) for m in matches) if f is not None]
-        if not matches:
+    for pattern in map(str, patterns):
+        is_glob = glob.escape(pattern) != pattern
+        matches = (glob.glob(pattern) or [pattern]) if is_glob else [pattern]  # or a name holding [ ] * ?
+        if not (matches and Path(matches[0]).exists()):
             warn(_warning("nothing matches this path", pattern, "check it (a run folder, its result.json, a glob)"))
-        elif not files:
-            warn(_warning("no result.json here", pattern, "the run has not finished, or this is not a run folder"))
-        found += files
+            continue
+        for match in map(Path, matches):
+            file = _result_file(match)
+            if file is not None:
+                found.append(file)
+            elif match.is_dir():
+                warn(_warning("no result.json here", match, "the run has not finished, or this is not a run folder"))
+            elif not is_glob:
+                warn(_warning("not a result.json file", match, "name a run folder or its result.json"))
     return found
 
 

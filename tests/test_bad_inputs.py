@@ -463,18 +463,23 @@ def test_bad_input_ends_in_one_line_and_changes_nothing(case: Case, shared, tmp_
 
 
 # ---------------------------------------------------------------------- the table's warnings, in this process
-def test_result_files_name_every_pattern_that_yields_no_record(tmp_path):
-    warnings: list[str] = []
+def test_result_files_name_every_path_that_yields_no_record(tmp_path):
     (tmp_path / "done").mkdir()
     (tmp_path / "done" / "result.json").write_text(record({"valid_ppl": 3.0}))
     (tmp_path / "done" / "train.log").write_text("a log")  # a glob such as runs/*/* matches logs too
-    (tmp_path / "running").mkdir()
-    patterns = [tmp_path / "done", tmp_path / "done" / "*", tmp_path / "running", tmp_path / "nothing*"]
-    found = result_files([str(p) for p in patterns], warnings.append)
-    assert found == [tmp_path / "done" / "result.json"] * 2
-    assert len(warnings) == 2
-    assert warnings[0].startswith("no result.json here") and str(tmp_path / "running") in warnings[0]
-    assert warnings[1].startswith("nothing matches this path") and str(tmp_path / "nothing*") in warnings[1]
+    (tmp_path / "running").mkdir()  # a run without result.json yet
+    warnings: list[str] = []
+    found = result_files([str(tmp_path / "done"), str(tmp_path / "done" / "*")], warnings.append)
+    assert found == [tmp_path / "done" / "result.json"] * 2 and warnings == []
+    named = {"running": "no result.json here", "nothing*": "nothing matches", "missing": "nothing matches"}
+    named["done/train.log"] = "not a result.json file"
+    for path, message in named.items():
+        warnings = []
+        assert result_files([str(tmp_path / path)], warnings.append) == []
+        assert len(warnings) == 1 and warnings[0].startswith(message) and str(tmp_path / path) in warnings[0]
+    warnings = []
+    assert result_files([str(tmp_path / "*")], warnings.append) == [tmp_path / "done" / "result.json"]
+    assert len(warnings) == 1 and str(tmp_path / "running") in warnings[0]  # each folder of a glob is named
 
 
 def test_records_that_cannot_be_rows_are_named_and_skipped(tmp_path):
