@@ -110,7 +110,8 @@ def snapshot(*roots: Path) -> dict[Path, bytes]:
 def run_case(case: Case, folder: Path, shared: SimpleNamespace) -> subprocess.CompletedProcess:
     argv = [str(a) for a in case.argv(folder, shared)]
     env = {k: v for k, v in os.environ.items() if not k.startswith("B2T_")}
-    env.update(PYTHONPATH=str(ROOT), B2T_SCALE="tiny", TQDM_DISABLE="1", HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")
+    env.update(PYTHONPATH=str(ROOT), B2T_SCALE="tiny", B2T_RUNS=str(folder / "runs"), TQDM_DISABLE="1")
+    env.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")  # nothing is downloaded
     env.update(case.env)
     if case.pipe:  # the exit code of the command, not of the reader
         argv = ["bash", "-c", f'"$@" | {case.pipe}; exit "${{PIPESTATUS[0]}}"', "bash", *argv]
@@ -420,7 +421,7 @@ CASES = [
 ]
 
 
-@pytest.mark.slow  # about 35 command lines, each a fresh Python process that imports torch
+@pytest.mark.slow  # about 40 command lines, each a fresh Python process that imports torch
 @pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
 def test_bad_input_ends_in_one_line_and_changes_nothing(case: Case, shared, tmp_path):
     reason = case.skip()
