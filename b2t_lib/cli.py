@@ -21,7 +21,6 @@ is printed to stdout as JSON.
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import logging
 import sys
@@ -140,28 +139,32 @@ def cmd_evaluate(argv: list[str]) -> int:
 
 
 def cmd_table(argv: list[str]) -> int:
-    from .paper_tables import collect_results, render_table
+    from .errors import ArgumentParser
+    from .paper_tables import PAPER_TABLES, collect_results, render_table, result_files
 
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m b2t_lib table",
         allow_abbrev=False,
         description="Print a paper table with our results beside it. Runs that "
         'stalled or diverged print as "Training failed", the kind '
-        "and its numbers in a footnote.",
+        "and its numbers in a footnote. An argument without a result.json, a file that is not a run "
+        "record and a metric that is not a number are each named in a warning on stderr.",
     )
     parser.add_argument(
         "--table",
         type=int,
         default=1,
+        choices=sorted(PAPER_TABLES),
         help="paper table number (MT: 1, 2, 8; summarization: 3, 9; LM: 4; ASR: 5); runs of other tasks are left out",
     )
     parser.add_argument("results", nargs="*", help="run directories or result.json files (globs allowed)")
     args = parser.parse_args(argv)
-    paths = [p for pattern in args.results for p in (glob.glob(pattern) or [pattern])]
-    try:
-        print(render_table(args.table, collect_results(paths, table=args.table)))
-    except (KeyError, ValueError) as err:
-        parser.error(str(err))
+
+    def warn(text: str) -> None:
+        print(f"warning: {text}", file=sys.stderr)
+
+    paths = result_files(args.results, warn)
+    print(render_table(args.table, collect_results(paths, table=args.table, warn=warn)))
     return 0
 
 

@@ -19,7 +19,11 @@ task                   tables     metrics read                                  
 =====================  =========  ==============================================  =============
 
 * :func:`row_from_result` builds one row, :func:`collect_results` a whole ``{section: {variant:
-  row}}`` from run folders (``collect_mt_results`` is the MT case);
+  row}}`` from run folders (``collect_mt_results`` is the MT case), :func:`result_files` the
+  ``result.json`` files of the ``table`` command's arguments (folders, files, globs);
+* nothing is passed over silently: an argument that yields no ``result.json``, a file that is not
+  a run record, a record without metrics and a metric that is not a number are each warned about
+  in one line naming the file (and field); the table is printed all the same;
 * :func:`render_table` lays out the paper's table with our rows below the paper's. A run that
   stalled or diverged (:mod:`b2t_lib.train.failure`) prints as the paper prints it, "Training
   failed", with a footnote marker; the footnotes under the table say which kind of failure and its
@@ -28,11 +32,15 @@ task                   tables     metrics read                                  
 
 from __future__ import annotations
 
+import glob
 import json
+import logging
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
+from .errors import decode_error
 from .variants import VARIANTS
 
 NEWSTEST = ["2010", "2011", "2012", "2013", "2014", "2015", "2016", "Average"]
@@ -231,14 +239,24 @@ def _is_failed(row) -> bool:
 
 def section_of(result: dict) -> str:
     """The table section of a run: ``"18L-18L"`` (encoder-decoder tasks), ``"16L"`` (the LM)."""
-    cfg = result.get("config", {})
+    cfg = _config(result)
     if _task_of(result) == "lm" or not cfg.get("encoder_layers"):
         return f"{cfg.get('decoder_layers')}L"
     return f"{cfg.get('encoder_layers')}L-{cfg.get('decoder_layers')}L"
 
 
+def _config(result: dict) -> dict:
+    config = result.get("config")
+    return config if isinstance(config, dict) else {}
+
+
+def _named_task(result: dict) -> str | None:
+    """The task a record names (None for a record that names none, read as MT)."""
+    return result.get("task") or _config(result).get("task")
+
+
 def _task_of(result: dict) -> str:
-    return result.get("task") or result.get("config", {}).get("task") or "mt"
+    return _named_task(result) or "mt"
 
 
 def row_from_result(result: dict, task: str | None = None) -> list | dict | FailedRun:
@@ -277,37 +295,155 @@ def row_from_result(result: dict, task: str | None = None) -> list | dict | Fail
     raise ValueError(f"no paper table for task {task!r}; tasks: {sorted(set(TABLE_TASKS.values()))}")
 
 
-def read_results(paths) -> list[dict]:
-    """The ``result.json`` records of ``paths``: run folders (their ``result.json``) or ``.json`` files.
-    Missing ones and other files (a glob such as ``runs/*`` also matches logs) are skipped; a record
-    that does not parse is an error naming the file."""
-    found = []
-    for path in paths:
-        path = Path(path)
-        path = path / "result.json" if path.is_dir() else path
-        if not path.is_file() or path.suffix != ".json":
+Warn = Callable[[str], None]  # receives one warning line (without the "warning: " prefix)
+_RETRAIN = "remove it or train the run again"
+
+
+def _log_warning(text: str) -> None:
+    """The default of ``warn``: the library's logger, shown where logging is configured (``python -m b2t_lib``
+    passes its own ``warn``, which prints to stderr)."""
+    logging.getLogger(__name__).warning("warning: %s", text)
+
+
+def _warning(what: str, where: str | Path, todo: str) -> str:
+    """A warning line in the error style: ``what (where): todo``."""
+    return f"{what} ({where}): {todo}"
+
+
+def _result_file(path: Path) -> Path | None:
+    """The record of ``path``: a run folder's ``result.json``, or ``path`` itself when it is a ``.json`` file."""
+    if path.is_dir():
+        path = path / "result.json"
+    return path if path.is_file() and path.suffix == ".json" else None
+
+
+def result_files(patterns, warn: Warn | None = None) -> list[Path]:
+    """The ``result.json`` files that ``patterns`` name: run folders, ``.json`` files or globs of them.
+
+    Files a glob matches that are not ``.json`` (``runs/*`` also matches logs) are passed over. Everything
+    else that yields no record is warned about, so a table without some of our rows always says why: a
+    pattern that matches nothing (a typo), a folder without ``result.json`` (a run not finished yet, or not
+    a run folder), a file named on its own that is not ``.json``.
+    """
+    warn = warn or _log_warning
+    found: list[Path] = []
+    for pattern in map(str, patterns):
+        is_glob = glob.escape(pattern) != pattern
+        matches = (glob.glob(pattern) or [pattern]) if is_glob else [pattern]  # or a name holding [ ] * ?
+        if not (matches and Path(matches[0]).exists()):
+            warn(_warning("nothing matches this path", pattern, "check it (a run folder, its result.json, a glob)"))
             continue
-        try:
-            found.append(json.loads(path.read_text()))
-        except (json.JSONDecodeError, UnicodeDecodeError) as err:
-            raise ValueError(
-                f"{path} is not a readable result record ({err}); remove it or train the run again"
-            ) from None
+        for match in map(Path, matches):
+            file = _result_file(match)
+            if file is not None:
+                found.append(file)
+            elif match.is_dir():
+                warn(_warning("no result.json here", match, "the run has not finished, or this is not a run folder"))
+            elif not is_glob:
+                warn(_warning("not a result.json file", match, "name a run folder or its result.json"))
     return found
 
 
-def collect_results(paths, table: int | None = None, task: str | None = None) -> dict[str, dict[str, object]]:
+def _read_records(paths, warn: Warn) -> list[tuple[Path, dict]]:
+    """``(file, record)`` of every readable run record in ``paths`` (see :func:`read_results`)."""
+    found = []
+    for path in paths:
+        path = _result_file(Path(path))
+        if path is None:
+            continue
+        data = path.read_bytes()
+        try:
+            record = json.loads(data.decode("utf-8"))
+        except UnicodeDecodeError as err:
+            error = decode_error(path, data, err)
+            warn(_warning(f"not a run record: {error.what}; skipped", error.where, _RETRAIN))
+            continue
+        except json.JSONDecodeError as err:
+            warn(_warning(f"not a run record: not JSON ({err.msg}); skipped", f"{path}:{err.lineno}", _RETRAIN))
+            continue
+        if not isinstance(record, dict):
+            warn(_warning(f"not a run record: a JSON {type(record).__name__}; skipped", path, _RETRAIN))
+            continue
+        found.append((path, record))
+    return found
+
+
+def read_results(paths, warn: Warn | None = None) -> list[dict]:
+    """The ``result.json`` records of ``paths``: run folders (their ``result.json``) or ``.json`` files.
+    Missing ones and other files (a glob such as ``runs/*`` also matches logs) are skipped; a file that is
+    not JSON, or JSON but not a record, is skipped with a warning naming it (``warn``, default: logged)."""
+    return [record for _, record in _read_records(paths, warn or _log_warning)]
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _numeric_metrics(path: Path, task: str, metrics: dict, warn: Warn) -> dict:
+    """``metrics`` with every value the task's table reads that is not a number left out (its cell stays
+    empty), each one warned about by file and field."""
+    keys = {"mt": ("bleu", "bleu_avg"), "summarization": ROUGE_KEYS, "lm": LM_KEYS, "asr": ("wer",)}.get(task, ())
+    fields = {}  # field name -> value; the per-test-set scores of BLEU and WER as "bleu.<test set>"
+    for key in keys:
+        value = metrics.get(key)
+        if key in ("bleu", "wer") and isinstance(value, dict):
+            fields.update({f"{key}.{split}": v for split, v in value.items()})
+        elif value is not None:
+            fields[key] = value
+    clean = {key: (dict(value) if isinstance(value, dict) else value) for key, value in metrics.items()}
+    for field, value in fields.items():
+        if _is_number(value):
+            continue
+        todo = f"evaluate the run again (`python -m b2t_lib evaluate --save-dir {path.parent}`)"
+        warn(_warning(f"metric {field} is {value!r}, not a number; its cell is left empty", path, todo))
+        key, _, split = field.partition(".")
+        if split:
+            del clean[key][split]
+        else:
+            del clean[key]
+    return clean
+
+
+def _checked_row(path: Path, result: dict, warn: Warn):
+    """Our row of the record ``result`` read from ``path``, or None (warned about) when it cannot be one:
+    no metrics for a run that did not fail, or no variant."""
+    from .train.failure import is_failed
+
+    failed = is_failed(result.get("status"))
+    metrics = result.get("metrics")
+    if not failed and (not isinstance(metrics, dict) or not metrics):
+        todo = f"evaluate the run (`python -m b2t_lib evaluate --save-dir {path.parent}`) or train it to the end"
+        warn(_warning("a run record without metrics; skipped", path, todo))
+        return None
+    if not isinstance(result.get("variant", _config(result).get("variant")), str):
+        warn(_warning("a run record that names no variant; skipped", path, _RETRAIN))
+        return None
+    if failed:
+        return row_from_result(result)
+    task = _task_of(result)
+    return row_from_result({**result, "metrics": _numeric_metrics(path, task, metrics, warn)}, task)
+
+
+def collect_results(
+    paths, table: int | None = None, task: str | None = None, warn: Warn | None = None
+) -> dict[str, dict[str, object]]:
     """``{section: {variant: row}}`` of the runs in ``paths`` (folders or ``result.json`` files; missing
-    ones are skipped) that belong to ``task``, or to the task of paper ``table`` (all runs if neither)."""
+    ones are skipped) that belong to ``task``, or to the task of paper ``table`` (all runs if neither).
+    A record that cannot be a row (no metrics, no variant, not a record) is skipped and a metric that is
+    not a number left empty, each with a warning naming the file (``warn``, default: logged)."""
+    warn = warn or _log_warning
     if table is not None:
         paper_table(table)  # an unknown table number is a KeyError naming the known ones
         task = TABLE_TASKS[table]
     ours: dict[str, dict[str, object]] = {}
-    for result in read_results(paths):
-        if task is not None and _task_of(result) != task:
+    for path, result in _read_records(paths, warn):
+        if task is not None and _named_task(result) not in (None, task):
+            continue  # another task's run
+        row = _checked_row(path, result, warn)
+        if row is None or (task is not None and _task_of(result) != task):
             continue
-        variant = result.get("variant", result.get("config", {}).get("variant"))
-        ours.setdefault(section_of(result), {})[variant] = row_from_result(result)
+        variant = result.get("variant", _config(result).get("variant"))
+        ours.setdefault(section_of(result), {})[variant] = row
     return ours
 
 

@@ -16,7 +16,8 @@ Everything that depends on the scale or the rehearsal reads it through :func:`ge
 from __future__ import annotations
 
 import os
-from .errors import UserError
+
+from .errors import UserError, run_command
 
 SCALES = ("tiny", "small", "full")
 ENV_VAR = "B2T_SCALE"
@@ -84,18 +85,15 @@ def cuda_devices() -> list[str]:
     return listed[:count] if listed else [str(i) for i in range(count)]
 
 
+def _print_scale() -> None:
+    print(get_scale())
+
+
 def main() -> int:
     """``python -m b2t_lib.scale``: print the scale ``make course`` will use (``tiny`` unless ``B2T_SCALE``
-    asks for another: a course never starts GPU work unasked); exit 2 with the reason when ``B2T_SCALE``
-    is unknown or asks for hardware this machine lacks."""
-    import sys
-
-    try:
-        print(get_scale())
-    except ScaleError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    return 0
+    asks for another: a course never starts GPU work unasked); when ``B2T_SCALE`` is unknown or asks for
+    hardware this machine lacks, print one line ``error: ...`` and return 2 (:func:`~b2t_lib.errors.run_command`)."""
+    return run_command(_print_scale)
 
 
 if __name__ == "__main__":

@@ -44,6 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 
 from b2t_lib import LanguageModel, ModelConfig, seed_everything  # noqa: E402
 from b2t_lib.adaptive import AdaptiveInput, AdaptiveSoftmax  # noqa: E402
+from b2t_lib.errors import ArgumentParser, UserError, run_command  # noqa: E402
 from b2t_lib.special_tokens import PAD  # noqa: E402
 
 VOCAB = 267_744  # WikiText-103: 267,735 words + end-of-line - 1 + 4 specials, padded to a multiple of 8
@@ -181,7 +182,7 @@ def cpu_peak(kind: str, what: str, argv: list[str]) -> int:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", choices=["cpu", "cuda"])
     parser.add_argument("--d-model", type=int, help="model dimension (CPU 256, CUDA 1024)")
     parser.add_argument("--d-ff", type=int, help="FFN dimension (default 4 x d)")
@@ -195,6 +196,8 @@ def main() -> None:
     parser.add_argument("--worker", nargs=2, metavar=("KIND", "WHAT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     cuda = args.device == "cuda"
+    if cuda and not torch.cuda.is_available():
+        raise UserError("--device cuda: this machine has no CUDA GPU", todo="use --device cpu")
     args.d_model = args.d_model or (1024 if cuda else 256)
     args.d_ff = args.d_ff or 4 * args.d_model
     args.layers = args.layers or (16 if cuda else 2)
@@ -282,4 +285,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(run_command(main))

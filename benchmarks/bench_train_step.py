@@ -18,7 +18,6 @@ utilization (MFU) against the GPU's dense bf16 peak::
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import math
 import platform
@@ -31,6 +30,7 @@ from torch import nn
 from b2t_lib import VARIANTS, EncoderDecoder, ModelConfig, seed_everything
 from b2t_lib.special_tokens import EOS, PAD
 from b2t_lib.embedding import build_token_embedding, sinusoidal_table
+from b2t_lib.errors import ArgumentParser, UserError, run_command
 from b2t_lib.loss import label_smoothed_nll_loss
 
 D_MODEL, HEADS, D_FF, LAYERS, DROPOUT = 512, 8, 2048, 6, 0.1
@@ -185,7 +185,7 @@ def profile_variant(variant: str, batch: dict, vocab: int, device, amp: bool) ->
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", choices=["cpu", "cuda"])
     parser.add_argument("--variants", nargs="*", default=sorted(VARIANTS), help="b2t_lib variants to time")
     parser.add_argument("--batch", type=int, help="sentences per batch (CPU 4, CUDA 128)")
@@ -201,6 +201,8 @@ def main() -> None:
         "--profile", metavar="VARIANT", help="profile one variant ('torch' for nn.Transformer) instead of comparing"
     )
     args = parser.parse_args()
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise UserError("--device cuda: this machine has no CUDA GPU", todo="use --device cpu")
 
     device = torch.device(args.device)
     cuda = device.type == "cuda"
@@ -250,4 +252,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(run_command(main))

@@ -26,7 +26,6 @@ sizes from :data:`b2t_lib.presets.REHEARSAL_SOURCES` (``"benchmark"``), so CI ke
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import json
 import shutil
@@ -46,7 +45,8 @@ import bench_train_step as step_bench  # noqa: E402
 
 from b2t_lib import seed_everything  # noqa: E402
 from b2t_lib.presets import source_sizes  # noqa: E402
-from b2t_lib.scale import ScaleError, rehearsal, require_cuda  # noqa: E402
+from b2t_lib.errors import ArgumentParser, UserError, run_command  # noqa: E402
+from b2t_lib.scale import rehearsal  # noqa: E402
 
 # The benchmark's synthetic batches: WMT's ~32K joined vocabulary, WikiText-103's 267,744 ids, 64-token
 # sentences, and the synthetic translation pair of part 3 (under the rehearsal: REHEARSAL_SOURCES["benchmark"]).
@@ -275,17 +275,17 @@ def write_outputs(out: Path, hardware: str, peak: float, steps: list[dict], lm: 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=Path("build/gpu_check"), help="where the tables and figure go")
     parser.add_argument("--peak-tflops", type=float, default=989.0, help="the GPU's dense bf16 peak for MFU")
     parser.add_argument("--steps", type=int, default=10, help="timed steps per model (after 3 untimed)")
     parser.add_argument("--updates", type=int, default=300, help="updates of each small-preset run (part 3)")
     args = parser.parse_args(argv)
-    try:
-        require_cuda("small")  # a GPU, or the rehearsal (the CPU with every size shrunk)
-    except ScaleError as err:
-        print(f"error: the GPU check needs a CUDA GPU: {err}", file=sys.stderr)
-        return 2
+    if not (torch.cuda.is_available() or rehearsal()):  # a GPU, or the rehearsal (the CPU, every size shrunk)
+        raise UserError(
+            "the GPU check needs a CUDA GPU, and this machine has none",
+            todo="run it on a GPU machine, or rehearse it on this CPU with `make rehearse`",
+        )
     sizes = source_sizes("benchmark", dict(SIZES))
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     hardware = torch.cuda.get_device_name(0) if device.type == "cuda" else "CPU"
@@ -303,4 +303,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_command(main))

@@ -310,14 +310,17 @@ def build_miniature_sources(hf_home: str | Path) -> Path:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1 or args[0].startswith("-"):
-        print(
-            "usage: python -m b2t_lib.data.miniature HF_HOME   (the folder the rehearsal sets as HF_HOME)",
-            file=sys.stderr,
+        from ..errors import UserError
+
+        raise UserError(
+            f"expected one argument, the folder the rehearsal sets as HF_HOME, got {args}",
+            todo="run `python -m b2t_lib.data.miniature HF_HOME`",
         )
-        return 2
     print(build_miniature_sources(args[0]))
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from ..errors import run_command
+
+    raise SystemExit(run_command(main))
