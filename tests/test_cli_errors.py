@@ -90,7 +90,7 @@ def test_a_named_data_folder_without_a_manifest_is_refused_not_filled(tmp_path, 
     half.mkdir()
     (half / "train.en").write_text("an interrupted preparation\n")
     assert train(half, tmp_path / "run") == 2
-    assert "no manifest.json" in one_error_line(capsys)
+    assert "no readable manifest.json" in one_error_line(capsys)
     assert [p.name for p in half.iterdir()] == ["train.en"]
     # The preset's value applies to the preset's own folder; asking for a corpus by name still makes one.
     assert TrainConfig.from_preset("mt", "tiny").synthetic_train_pairs > 0
@@ -159,6 +159,19 @@ def test_usage_errors_and_unknown_commands_are_one_line(capsys):
     assert main(["bogus"]) == 2 and "unknown command 'bogus'" in one_error_line(capsys)
     assert main(["preset", "--task", "nope"]) == 2 and "invalid choice" in one_error_line(capsys)
     assert main(["train", "--max-update", "0"]) == 2 and "must be at least 1" in one_error_line(capsys)
+    assert main(["train", "--lr", "0", "--device", "cpu"]) == 2 and "--lr must be positive" in one_error_line(capsys)
+    assert main(["train", "--config", "missing.json"]) == 2 and "missing.json" in one_error_line(capsys)
+
+
+def test_an_internal_error_keeps_its_traceback(monkeypatch):
+    """Only user errors become one line: a bug propagates (the interpreter prints its traceback)."""
+
+    def broken(self, cfg):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr("b2t_lib.train.trainer.Trainer.__init__", broken)
+    with pytest.raises(RuntimeError, match="a bug"):
+        main(["train", "--device", "cpu"])
 
 
 def test_a_closed_pipe_ends_quietly():
@@ -230,3 +243,42 @@ def test_a_run_finishing_its_evaluation_is_running_not_interrupted(mt_data, tmp_
         child.kill()
         child.wait()
     assert run_status(run).state == "interrupted"  # its process ended without a result: resumable
+
+
+def test_a_run_stopped_by_an_exception_is_interrupted_while_its_process_lives_on(mt_data, tmp_path, monkeypatch):
+    """A notebook kernel (or a pool worker) that trained a run outlives it: the run is not "running" then."""
+    from b2t_lib.runs.state import run_status
+    from b2t_lib.train import Trainer, records
+
+    cfg = TrainConfig.from_preset(
+        "mt",
+        "tiny",
+        data=str(mt_data),
+        save_dir=str(tmp_path / "run"),
+        d_model=16,
+        n_heads=2,
+        d_ff=32,
+        encoder_layers=1,
+        decoder_layers=1,
+        max_update=4,
+        save_interval=1,
+        progress_bar=False,
+        eval_at_end=False,
+        threads=1,
+        device="cpu",
+    )
+    trainer = Trainer(cfg)
+    real_step, steps = trainer.train_step, []
+
+    def step(group):
+        if len(steps) == 2:
+            assert run_status(tmp_path / "run").state == "running"  # mid-run, trained in this process
+            raise KeyboardInterrupt
+        steps.append(group)
+        return real_step(group)
+
+    monkeypatch.setattr(trainer, "train_step", step)
+    with pytest.raises(KeyboardInterrupt):
+        trainer.train()
+    assert records.read_process(tmp_path / "run")["phase"] == "stopped"
+    assert run_status(tmp_path / "run").state == "interrupted"

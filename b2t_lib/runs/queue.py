@@ -37,6 +37,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ..config import ConfigError
+from ..errors import EXIT_USER_ERROR, UserError
+from ..errors import message as error_line
 from ..files import read_json, write_json_atomic
 from ..files import process_token
 from ..train.records import LAUNCH_RECORD, RUN_CONFIG, TRAIN_LOG
@@ -247,6 +249,10 @@ def run_queue(plan_path: str | Path, poll: float = POLL_S) -> int:
                 _say(f"started {name} on {slot['name']} (pid {process.pid})")
             state("running", running=sorted(live | set(children)))
             time.sleep(poll)
+    except UserError as error:  # a mistake in the plan's input (its data, its options): one line, no traceback
+        _say(error_line(error))
+        state("failed", message=str(error))
+        return EXIT_USER_ERROR
     except Exception as error:  # noqa: BLE001 - said in state.json, where the waiting launch reads it
         import traceback
 

@@ -33,7 +33,7 @@ from pathlib import Path
 from ..config import ConfigError
 from ..files import process_alive, process_token, read_json  # noqa: F401  (process_token: re-exported)
 from ..train.checkpoint import holds_run
-from ..train.records import LAUNCH_RECORD, LOG_NAME, RESULT_NAME, RUN_CONFIG, TRAIN_LOG, read_process  # noqa: F401
+from ..train.records import LAUNCH_RECORD, LOG_NAME, RESULT_NAME, RUN_CONFIG, TRAIN_LOG, trainer_at_work  # noqa: F401
 
 FINISHED = ("completed", "stalled", "diverged")
 QUEUE_DIR = ".launch"
@@ -170,7 +170,7 @@ def run_status(run_dir: Path, session: str | None = None, name: str | None = Non
         status.update = int(result.get("metrics", {}).get("num_updates", status.update))
     elif process_alive(status.launch.get("pid"), status.launch.get("token")):
         status.state = "running"
-    elif process_alive((trainer := read_process(run_dir)).get("pid"), trainer.get("token")):
+    elif (trainer := trainer_at_work(run_dir)) is not None:
         status.state, status.process = "running", trainer  # trained here, or evaluating after its last update
     elif status.launch.get("exit_code") is not None and session is not None and status.launch.get("session") == session:
         status.state = "failed"

@@ -20,7 +20,6 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import MISSING, dataclass, field, fields
-from pathlib import Path
 
 from ..config import ConfigError, ModelConfig, option
 from ..presets import RECIPES, preset, recipe, rehearsal_sizes
@@ -28,6 +27,7 @@ from ..scale import SCALES, ScaleError, require_cuda
 from ..variants import VARIANTS
 from .schedule import SCHEDULERS
 from .registry import task_class, task_names
+from .task import is_preset_data, resolved_path
 
 AMP_CHOICES = ("auto", "fp32", "bf16", "fp16")
 DEVICE_CHOICES = ("auto", "cpu", "cuda")
@@ -221,7 +221,7 @@ class TrainConfig:
         if unknown:
             raise ConfigError(f"unknown training options: {', '.join(unknown)}")
         values = {**self.to_dict(), **changes}
-        moved = "data" in changes and _resolved(changes["data"]) != _resolved(self.data)
+        moved = "data" in changes and resolved_path(changes["data"]) != resolved_path(self.data)
         if moved and "synthetic_train_pairs" not in changes and not is_preset_data(self.task, self.scale, values):
             values["synthetic_train_pairs"] = 0  # as in from_preset: never generated into another named folder
         cfg = TrainConfig.from_dict(values)
@@ -339,22 +339,6 @@ AT_LEAST_ONE = (
     "average_last",
     "divergence_patience",
 )
-
-
-def _resolved(path: str) -> Path:
-    return Path(path).expanduser().resolve()
-
-
-def is_preset_data(task: str, scale: str, values: dict) -> bool:
-    """Whether ``values["data"]`` is the preset's own data folder (as the preset writes it, or the same folder
-    reached from the current folder or from the repository root, where the launcher and the notebooks put it)."""
-    own = preset(task, scale).get("data")
-    if not own or not values.get("data"):
-        return False
-    if values["data"] == own:
-        return True
-    here = Path(__file__).resolve().parents[2]  # the repository root, where the command line runs
-    return _resolved(values["data"]) in {_resolved(own), (here / own).resolve()}
 
 
 # Options that may change between a run and its resumption without changing the trajectory.

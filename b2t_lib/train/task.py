@@ -41,6 +41,25 @@ logger = logging.getLogger(__name__)
 MANIFEST = "manifest.json"  # every prepared data set's manifest (b2t_lib.data.steps.MANIFEST), written last
 
 
+def resolved_path(path: str | Path) -> Path:
+    """``path`` absolute, with ``~`` and links resolved (to compare two names of one folder)."""
+    return Path(path).expanduser().resolve()
+
+
+def is_preset_data(task: str, scale: str, values: dict) -> bool:
+    """Whether ``values["data"]`` is the preset's own data folder (as the preset writes it, or the same folder
+    reached from the current folder or from the repository root, where the launcher and the notebooks put it)."""
+    from ..presets import preset
+
+    own = preset(task, scale).get("data")
+    if not own or not values.get("data"):
+        return False
+    if values["data"] == own:
+        return True
+    here = Path(__file__).resolve().parents[2]  # the repository root, where the command line runs
+    return resolved_path(values["data"]) in {resolved_path(own), (here / own).resolve()}
+
+
 class MissingData(UserError, FileNotFoundError):
     """A ``--data`` folder that holds no finished data set; the message says how to prepare one."""
 
@@ -146,12 +165,15 @@ class Task(ABC):
 
     def missing_data(self, path: Path) -> MissingData:
         """The error of a ``--data`` folder without a finished data set: what is there, and how to prepare one."""
-        from ..presets import preset
+        from ..presets import preset, preset_tasks
 
-        state = "the folder does not exist" if not path.exists() else f"it has no {MANIFEST}: no preparation finished"
+        if not path.exists():
+            state = "the folder does not exist"
+        else:
+            state = f"it has no readable {MANIFEST}: no preparation finished"
         todo = self.how_to_prepare(path)
-        own = preset(self.name, self.cfg.scale).get("data")
-        if self.cfg.scale == "tiny" and own:
+        own = preset(self.name, self.cfg.scale).get("data") if self.name in preset_tasks() else None
+        if self.cfg.scale == "tiny" and own and not is_preset_data(self.name, self.cfg.scale, {"data": str(path)}):
             todo += f"; or leave out --data to train on the synthetic {self.data_kind} generated into {own}"
         return MissingData(f"no prepared {self.data_kind} at {path} ({state})", todo=todo)
 

@@ -324,11 +324,24 @@ class Trainer:
     # ------------------------------------------------------------------ the loop
     def train(self) -> dict:
         """Train until ``max_update``, or until the run diverges or stalls (:mod:`.failure`); write and
-        return the result record."""
+        return the result record.
+
+        While it trains, the run's process record (:func:`.records.write_process`) names this process, so the run
+        reads as running, however it was started; an exception (a crash, Ctrl-C) marks it stopped, since this
+        process (a notebook kernel, a pool worker) may live on."""
+        try:
+            return self._train()
+        except BaseException:
+            if self.env.is_main and records.read_process(self.save_dir).get("pid") == os.getpid():
+                with contextlib.suppress(OSError):  # the exception on its way matters more than this record
+                    records.write_process(self.save_dir, records.STOPPED, self.num_updates)
+            raise
+
+    def _train(self) -> dict:
         cfg, started = self.cfg, time.time()
         self._resume_or_start()
         if self.env.is_main:  # this process trains the run: it is "running", whatever launched it
-            records.write_process(self.save_dir, "training", self.num_updates)
+            records.write_process(self.save_dir, records.TRAINING, self.num_updates)
         self._wrap()
         status, message, valid_nll = COMPLETED, "", None
         self._start_reports()
@@ -477,7 +490,7 @@ class Trainer:
         barrier(self.env)  # every checkpoint is on disk; only rank 0 goes on (evaluation can be long)
         if not self.env.is_main:
             return {"status": status, "message": message, "metrics": metrics}
-        records.write_process(self.save_dir, "finishing", self.num_updates)  # evaluating, then result.json
+        records.write_process(self.save_dir, records.FINISHING, self.num_updates)  # evaluating, then result.json
         if status != DIVERGED:  # the last validation: the number a stalled run is judged by
             valid = records.read_log(self.save_dir, "valid")
             if valid:
