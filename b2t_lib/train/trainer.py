@@ -340,6 +340,7 @@ class Trainer:
     def _train(self) -> dict:
         cfg, started = self.cfg, time.time()
         self._resume_or_start()
+        barrier(self.env)  # every process has checked the folder before the record below appears in it
         if self.env.is_main:  # this process trains the run: it is "running", whatever launched it
             records.write_process(self.save_dir, records.TRAINING, self.num_updates)
         self._wrap()
