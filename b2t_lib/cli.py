@@ -26,8 +26,9 @@ import logging
 import sys
 from pathlib import Path
 
+from .errors import ArgumentParser, UserError, decode_error, run_command
 from .presets import RECIPES
-from .scale import SCALES, ScaleError, get_scale
+from .scale import SCALES, get_scale
 
 # The train command's parser lives with the trainer (the launcher builds run commands with it too).
 from .train.command import add_run_options, build_train_parser, config_from_args, parse_train_args  # noqa: F401
@@ -59,46 +60,46 @@ def _configure_logging() -> None:
     _logger.setLevel(logging.INFO)
 
 
-def _config_file(argv: list[str]) -> tuple[argparse.ArgumentParser, object] | None:
+def _config_file(argv: list[str]):
     """``train --config FILE``: the run's whole config as JSON (``TrainConfig.to_dict``), what the launcher's
     detached runs execute; None when ``argv`` does not use it."""
     if not any(a == "--config" or a.startswith("--config=") for a in argv):
         return None
     from .train.options import TrainConfig
 
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m b2t_lib train",
         allow_abbrev=False,
         description="Train the run described by a JSON config (TrainConfig.to_dict).",
     )
     parser.add_argument("--config", required=True, help="a JSON file with every option, as result.json's config")
     args = parser.parse_args(argv)  # any other option is refused: the file holds them all
+    path = Path(args.config)
     try:
-        values = json.loads(Path(args.config).read_text(encoding="utf-8"))
-        return parser, TrainConfig.from_dict(values)
-    except (OSError, ValueError, TypeError) as err:
-        parser.error(f"{args.config}: {err}")
+        data = path.read_bytes()
+    except OSError as err:
+        raise UserError(f"cannot read the config file ({err.strerror})", where=path, todo="pass a JSON file") from None
+    try:
+        values = json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as err:
+        raise decode_error(path, data, err) from None
+    except json.JSONDecodeError as err:
+        raise UserError(f"not JSON: {err.msg}", where=f"{path}:{err.lineno}", todo="pass a JSON object") from None
+    if not isinstance(values, dict):
+        raise UserError("the config is not a JSON object", where=path, todo="write TrainConfig.to_dict() into it")
+    return parser, TrainConfig.from_dict(values)
 
 
 def cmd_train(argv: list[str]) -> int:
-    from .train.checkpoint import CheckpointMismatch
     from .train.trainer import Trainer
 
     from_file = _config_file(argv)
     if from_file is not None:
-        parser, cfg = from_file
+        _, cfg = from_file
     else:
-        parser, args = parse_train_args(argv)
-    try:
-        if from_file is None:
-            cfg = config_from_args(args)
-        trainer = Trainer(cfg)
-    except (ValueError, FileNotFoundError, FileExistsError, NotImplementedError, RuntimeError) as err:
-        parser.error(str(err))
-    try:
-        record = trainer.train()
-    except CheckpointMismatch as err:  # --resume against another configuration, or no readable checkpoint
-        parser.error(str(err))
+        cfg = config_from_args(parse_train_args(argv)[1])
+    trainer = Trainer(cfg)  # a user error (options, data, --save-dir) ends in one line, raised where it is known
+    record = trainer.train()
     if trainer.env.is_main:
         printed = {"status": record["status"]}
         if record.get("message"):
@@ -116,7 +117,7 @@ def cmd_train(argv: list[str]) -> int:
 def cmd_evaluate(argv: list[str]) -> int:
     from .train.evaluate import EVAL_OPTIONS, evaluate_run
 
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m b2t_lib evaluate",
         allow_abbrev=False,
         description="Test a trained run: average its last N checkpoints and "
@@ -130,10 +131,7 @@ def cmd_evaluate(argv: list[str]) -> int:
     if args["checkpoint"] and args["average_last"]:
         parser.error("--checkpoint evaluates one file; --average-last averages numbered checkpoints; give one")
     save_dir, checkpoint, device = args.pop("save_dir"), args.pop("checkpoint"), args.pop("device")
-    try:
-        metrics = evaluate_run(save_dir, checkpoint, device, **args)
-    except (ValueError, FileNotFoundError) as err:
-        parser.error(str(err))
+    metrics = evaluate_run(save_dir, checkpoint, device, **args)
     print(json.dumps({k: v for k, v in metrics.items() if k != "samples"}, indent=1))
     return 0
 
@@ -169,7 +167,7 @@ def cmd_table(argv: list[str]) -> int:
 
 
 def cmd_preset(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m b2t_lib preset",
         allow_abbrev=False,
         description="Print the training options of a preset as JSON.",
@@ -180,10 +178,7 @@ def cmd_preset(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     from .train.options import TrainConfig
 
-    try:
-        cfg = TrainConfig.from_preset(args.task, args.scale, args.recipe or None)
-    except ValueError as err:
-        parser.error(str(err))
+    cfg = TrainConfig.from_preset(args.task, args.scale, args.recipe or None)
     print(json.dumps(cfg.to_dict(), indent=1, sort_keys=True))
     return 0
 
@@ -206,7 +201,7 @@ def _option(text: str) -> tuple[str, object]:
 
 
 def build_trainability_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m b2t_lib trainability",
         allow_abbrev=False,
         description="Train each variant across depths and peak learning rates; record each cell's status "
@@ -266,22 +261,19 @@ def cmd_trainability(argv: list[str]) -> int:
     parser = build_trainability_parser()
     args = parser.parse_args(argv)
     variants = sorted(VARIANTS) if args.variants == ["all"] else args.variants
-    try:
-        result = run_trainability_map(
-            variants,
-            args.depths,
-            args.lrs,
-            args.out,
-            task=args.task,
-            scale=args.scale,
-            max_update=args.max_update,
-            options=dict(args.option),
-            work_dir=args.work_dir,
-            keep_runs=args.keep_runs,
-            progress=_print_cell,
-        )
-    except (ValueError, FileNotFoundError, ScaleError) as error:
-        parser.error(str(error))
+    result = run_trainability_map(
+        variants,
+        args.depths,
+        args.lrs,
+        args.out,
+        task=args.task,
+        scale=args.scale,
+        max_update=args.max_update,
+        options=dict(args.option),
+        work_dir=args.work_dir,
+        keep_runs=args.keep_runs,
+        progress=_print_cell,
+    )
     if args.figure:
         from .plots.style import apply_style
         from .plots.trainability import plot_trainability_map
@@ -297,7 +289,7 @@ def cmd_runs(argv: list[str]) -> int:
     """The launched runs of a group (or every group): state, updates, loss, device, pid, log."""
     from .runs.state import group_dir, group_statuses, runs_root
 
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m b2t_lib runs",
         allow_abbrev=False,
         description="Show the runs that b2t_lib.runs.launch started or "
@@ -312,15 +304,13 @@ def cmd_runs(argv: list[str]) -> int:
     if not groups:
         print(f"no runs under {root}")
     for group in groups:
-        try:
-            statuses = group_statuses(group)
-        except ValueError as error:
-            parser.error(str(error))
+        statuses = group_statuses(group)  # a bad group name is a ConfigError: one line
         print(f"{group_dir(group)}")
         for name, s in statuses.items():
             total = (s.launch.get("config") or (s.result or {}).get("config") or {}).get("max_update", "?")
             loss = f"loss {s.loss:.3f}" if s.loss is not None else ""
-            where = f"pid {s.launch['pid']} on {s.launch.get('device')}" if s.state == "running" else ""
+            pid, device = s.launch.get("pid") or s.process.get("pid"), s.launch.get("device", "this machine")
+            where = f"pid {pid} on {device}" if s.state == "running" else ""
             print(f"  {name:<16} {s.describe():<12} {s.update:>7}/{total:<7} {loss:<11} {where}")
     return 0
 
@@ -329,7 +319,7 @@ def cmd_launch_queue(argv: list[str]) -> int:
     """The detached queue runner that ``launch`` starts (not meant to be typed)."""
     from .runs.queue import run_queue
 
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m b2t_lib launch-queue",
         allow_abbrev=False,
         description="Run the queue of a launch plan (started by b2t_lib.runs.launch, in its own session).",
@@ -353,11 +343,7 @@ def cmd_estimate(argv: list[str]) -> int:
             "assumed one); --table prints the README's table for the paper's configurations."
         )
         return 0
-    parser, args = parse_train_args(argv)
-    try:
-        cfg = config_from_args(args)
-    except ValueError as error:
-        parser.error(str(error))
+    cfg = config_from_args(parse_train_args(argv)[1])
     est = estimate_gpu_hours(cfg)
     print(
         json.dumps(
@@ -390,30 +376,34 @@ COMMANDS = {
 }
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+USAGE = (
+    "usage: python -m b2t_lib {train,evaluate,table,preset,trainability,runs,estimate} [options]\n"
+    "  train     train one model (options default from the task's scale preset)\n"
+    "  evaluate  test a trained run (averaged checkpoints; BLEU, ROUGE, perplexity, WER)\n"
+    "  table     print a paper table with our result.json files beside it\n"
+    "  preset    print a preset's options as JSON\n"
+    "  trainability  train variants x depths x learning rates; completed/stalled/diverged map as JSON\n"
+    "  runs      the runs the launcher started (state, updates, loss, pid, device), per group\n"
+    "  estimate  estimated GPU-hours of the run the same train options describe (--table: README's)\n"
+    "  (launch-queue PLAN: the detached queue runner that b2t_lib.runs.launch starts itself)\n"
+    "Run `python -m b2t_lib COMMAND --help` for the options of one command."
+)
+
+
+def _dispatch(argv: list[str]) -> int:
     _configure_logging()
-    try:
-        get_scale(require_hardware=False)  # an unknown B2T_SCALE stops every command, listing the valid ones
-    except ScaleError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
-        usage = (
-            "usage: python -m b2t_lib {train,evaluate,table,preset,trainability,runs,estimate} [options]\n"
-            "  train     train one model (options default from the task's scale preset)\n"
-            "  evaluate  test a trained run (averaged checkpoints; BLEU, ROUGE, perplexity, WER)\n"
-            "  table     print a paper table with our result.json files beside it\n"
-            "  preset    print a preset's options as JSON\n"
-            "  trainability  train variants x depths x learning rates; completed/stalled/diverged map as JSON\n"
-            "  runs      the runs the launcher started (state, updates, loss, pid, device), per group\n"
-            "  estimate  estimated GPU-hours of the run the same train options describe (--table: README's)\n"
-            "  (launch-queue PLAN: the detached queue runner that b2t_lib.runs.launch starts itself)\n"
-            "Run `python -m b2t_lib COMMAND --help` for the options of one command."
-        )
-        if argv and argv[0] not in ("-h", "--help"):
-            print(f"unknown command {argv[0]!r}\n{usage}", file=sys.stderr)
-            return 2
-        print(usage)
+    get_scale(require_hardware=False)  # an unknown B2T_SCALE stops every command, listing the valid ones
+    if not argv or argv[0] in ("-h", "--help"):
+        print(USAGE)
         return 0
+    if argv[0] not in COMMANDS:
+        raise UserError(
+            f"unknown command {argv[0]!r}", todo=f"choose one of {', '.join(sorted(COMMANDS))} (see --help)"
+        )
     return COMMANDS[argv[0]](argv[1:])
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one command; a user error ends in one ``error:`` line and exit code 2 (:func:`b2t_lib.errors.run_command`),
+    a closed pipe quietly, anything else with its traceback."""
+    return run_command(_dispatch, list(sys.argv[1:] if argv is None else argv))

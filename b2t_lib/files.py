@@ -89,6 +89,35 @@ def remove_stale_temporaries(folder: str | Path, recursive: bool = False) -> lis
     return removed
 
 
+def process_token(pid: int) -> str | None:
+    """A token that identifies the process ``pid`` (its start time in clock ticks, from ``/proc``), so a
+    recycled pid is not taken for the process that was recorded; None when it is gone or a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        if Path("/proc/self/stat").exists():
+            return None  # Linux: no such process
+        try:  # elsewhere: the pid alone
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None
+        except PermissionError:
+            pass
+        return "?"
+    fields = stat[stat.rindex(")") + 2 :].split()  # after "pid (command) "
+    if fields[0] in ("Z", "X"):  # ended, not yet reaped
+        return None
+    return fields[19]  # field 22 of stat: start time
+
+
+def process_alive(pid: int | None, token: str | None) -> bool:
+    """Whether the process ``pid`` recorded with ``token`` (:func:`process_token`) still runs."""
+    if not pid:
+        return False
+    now = process_token(int(pid))
+    return now is not None and (token in (None, "?") or now in ("?", token))
+
+
 def _process_alive(pid: int) -> bool:
     if pid == os.getpid():
         return True

@@ -41,6 +41,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from .config import ConfigError
 from .files import write_json_atomic
 from .scale import get_scale
 from .train.failure import STATUSES  # noqa: F401  ("completed", "stalled", "diverged": the trainer's)
@@ -157,17 +158,17 @@ def run_trainability_map(
     scale = scale or get_scale()
     options = dict(options or {})
     if task != "mt":
-        raise ValueError(
+        raise ConfigError(
             f"the trainability map is defined for the translation task (mt), not {task!r}: "
             f"its cells are N encoder and N decoder layers"
         )
     unknown = [v for v in variants if v not in VARIANTS]
     if unknown:
-        raise ValueError(f"unknown variants {unknown}; known variants are: {', '.join(sorted(VARIANTS))}")
+        raise ConfigError(f"unknown variants {unknown}; known variants are: {', '.join(sorted(VARIANTS))}")
     if not variants or not depths or not lrs:
-        raise ValueError("the grid is empty: give at least one variant, one depth and one learning rate")
+        raise ConfigError("the grid is empty: give at least one variant, one depth and one learning rate")
     if max_update < 1:
-        raise ValueError(f"max_update must be at least 1, got {max_update}")
+        raise ConfigError(f"max_update must be at least 1, got {max_update}")
     settings = {"task": task, "scale": scale, "max_update": int(max_update), "options": options}
     result = {
         "version": FORMAT_VERSION,
@@ -181,7 +182,7 @@ def run_trainability_map(
         previous = load_trainability(out)
         changed = sorted(k for k, v in settings.items() if previous.get(k) != v)
         if changed:
-            raise ValueError(
+            raise ConfigError(
                 f"{out} holds a map trained with other settings ({', '.join(changed)} differ); "
                 f"pass another output file, or the same settings to resume it"
             )
@@ -238,7 +239,7 @@ def load_trainability(path: str | Path) -> dict:
         )
     result = json.loads(path.read_text())
     if result.get("version") != FORMAT_VERSION or "cells" not in result:
-        raise ValueError(
+        raise ConfigError(
             f"{path} is not a trainability map of format version {FORMAT_VERSION} (a map of "
             f"version 1 said 'converged' where the trainer now says 'completed'); train it again "
             f"into a new file"

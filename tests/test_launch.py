@@ -22,6 +22,7 @@ from b2t_lib.runs.cost import (
 )
 from b2t_lib.runs.launch import LaunchError, launch, runs_root
 from b2t_lib.runs.progress import LaunchProgress
+from b2t_lib.errors import UserError
 from b2t_lib.runs.queue import make_slots
 from b2t_lib.runs.state import RunStatus, process_alive, process_token, repo_root, run_status
 
@@ -153,7 +154,7 @@ def test_a_detached_run_trains_exactly_its_config_file(make, tmp_path):
     assert back.to_dict() == cfg.to_dict()
     assert run_command(path, {"nproc": 1})[-3:] == ["train", "--config", str(path)]
     assert "--nproc_per_node=2" in run_command(path, {"nproc": 2})
-    with pytest.raises(SystemExit):
+    with pytest.raises(UserError, match="unrecognized arguments: --lr 1"):
         _config_file(["--config", str(path), "--lr", "1"])
 
 

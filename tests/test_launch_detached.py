@@ -300,6 +300,6 @@ def test_a_run_that_crashes_and_a_queue_that_cannot_prepare_the_data_are_reporte
     wait_for(lambda: not queue_alive(runs / "crash" / ".launch"), "the queue to end")
 
     missing = tiny(tmp_path / "no_data", synthetic_train_pairs=0)
-    with pytest.raises(LaunchError, match="the queue of 'nodata' stopped: FileNotFoundError: no prepared"):
+    with pytest.raises(LaunchError, match="the queue of 'nodata' stopped: no prepared translation data at .*no_data"):
         launch({"x": missing}, "nodata", devices=["cpu"], detach=True, poll_interval=0.2, progress=False)
     assert not (runs / "nodata" / "x" / "launch.json").exists()  # nothing was started

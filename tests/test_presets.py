@@ -172,6 +172,6 @@ def test_every_task_prepares_its_real_data_at_small_and_full_scale(tmp_path, mon
         tiny = build_task(
             TrainConfig.from_preset(task_name, "tiny", data=str(tmp_path / "none"), synthetic_train_pairs=0)
         )
-        with pytest.raises(FileNotFoundError, match=f"no prepared .* at {tmp_path / 'none'}. Prepare"):
+        with pytest.raises(FileNotFoundError, match=f"no prepared .* at {tmp_path / 'none'} .*: Prepare"):
             tiny.prepare_data()
     assert len(calls) == 8

@@ -100,7 +100,7 @@ def test_checkpoints_keep_last_n_and_best_and_average(tmp_path):
     assert [p.name for p in list_checkpoints(tmp_path)] == ["checkpoint_20.pt", "checkpoint_30.pt"]
     assert load_checkpoint(tmp_path / "checkpoint_best.pt")["update"] == 10  # kept after pruning
     assert load_checkpoint(tmp_path / "checkpoint_last.pt")["update"] == 30
-    assert not list(tmp_path.glob("*.tmp"))
+    assert not list(tmp_path.glob("*.tmp*"))  # no temporary file (atomic_write and the links: .tmp-<pid>)
     avg = average_checkpoints(list_checkpoints(tmp_path))
     assert torch.allclose(avg["w"], torch.full((2, 2), 3.0)) and avg["w"].dtype == torch.float32
     assert int(avg["steps"]) == 30  # integers: from the last

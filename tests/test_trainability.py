@@ -7,6 +7,7 @@ import matplotlib
 import pytest
 
 from b2t_lib.cli import cmd_trainability
+from b2t_lib.config import ConfigError
 from b2t_lib.data.unigram import stored_unigram_baseline
 from b2t_lib.trainability import FORMAT_VERSION, STATUSES, load_trainability, run_trainability_map, status_grid
 
@@ -96,7 +97,7 @@ def test_command_line_writes_the_map_and_draws_the_heatmap(tiny_data, tmp_path, 
 
 
 def test_command_line_refuses_an_unknown_variant(tmp_path):
-    with pytest.raises(SystemExit):
+    with pytest.raises(ConfigError, match="unknown variants"):  # one line through the CLI's main
         cmd_trainability(["--variants", "no_such_variant", "--out", str(tmp_path / "x.json")])
 
 

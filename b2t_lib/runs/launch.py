@@ -56,6 +56,7 @@ from .state import (
     stored_config,
 )
 from .sweep import run_many
+from ..config import ConfigError
 from ..errors import UserError
 
 __all__ = ["launch", "runs_root", "estimate_gpu_hours", "LaunchError"]
@@ -205,7 +206,7 @@ def launch(
         poll_interval: seconds between looks at the run folders.
     """
     if on_mismatch not in ("refuse", "retrain"):
-        raise ValueError(f"on_mismatch must be 'refuse' or 'retrain', got {on_mismatch!r}")
+        raise ConfigError(f"on_mismatch must be 'refuse' or 'retrain', got {on_mismatch!r}")
     if not runs:
         return {}
     folder = group_dir(group)

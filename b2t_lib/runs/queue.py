@@ -36,8 +36,13 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from ..config import ConfigError
+from ..errors import EXIT_USER_ERROR, UserError
+from ..errors import message as error_line
 from ..files import read_json, write_json_atomic
-from .state import LAUNCH_RECORD, RUN_CONFIG, TRAIN_LOG, busy_devices, process_token, repo_root, run_status
+from ..files import process_token
+from ..train.records import LAUNCH_RECORD, RUN_CONFIG, TRAIN_LOG
+from .state import busy_devices, repo_root, run_status
 
 PLAN, STATE, QUEUE_LOG, LOCK = "plan.json", "state.json", "queue.log", "lock"
 POLL_S = 0.5
@@ -60,11 +65,11 @@ def make_slots(devices: list[str]) -> list[dict]:
         else:
             ids = [x.strip() for x in spec.split(",") if x.strip()]
             if not ids:
-                raise ValueError(f"device {spec!r}: give 'cpu' or CUDA ids such as '0' or '0,1'")
+                raise ConfigError(f"device {spec!r}: give 'cpu' or CUDA ids such as '0' or '0,1'")
             slots.append({"name": "gpu" + ",".join(ids), "cuda": ",".join(ids), "nproc": len(ids)})
     names = [s["name"] for s in slots]
     if len(set(names)) != len(names):
-        raise ValueError(f"devices {devices} name one GPU twice")
+        raise ConfigError(f"devices {devices} name one GPU twice")
     return slots
 
 
@@ -244,6 +249,10 @@ def run_queue(plan_path: str | Path, poll: float = POLL_S) -> int:
                 _say(f"started {name} on {slot['name']} (pid {process.pid})")
             state("running", running=sorted(live | set(children)))
             time.sleep(poll)
+    except UserError as error:  # a mistake in the plan's input (its data, its options): one line, no traceback
+        _say(error_line(error))
+        state("failed", message=str(error))
+        return EXIT_USER_ERROR
     except Exception as error:  # noqa: BLE001 - said in state.json, where the waiting launch reads it
         import traceback
 

@@ -11,7 +11,8 @@ A run is, in this order:
 
 * ``finished``: its ``result.json`` exists (status ``completed``, ``stalled`` or ``diverged``: a
   failed run is a result too and is not trained again);
-* ``running``: its launch record names a process that is still alive;
+* ``running``: its launch record, or the trainer's own process record (``process.json``: a run trained in this
+  machine's processes, or one finishing its evaluation), names a process that is still alive;
 * ``failed``: its process, started for the current launch session, ended without a ``result.json``
   (a crash, or a kill): not retried in that session, resumed by the next ``launch`` call;
 * ``interrupted``: it has checkpoints or a launch record but no live process: resumed (``--resume``);
@@ -29,14 +30,12 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..files import read_json
+from ..config import ConfigError
+from ..files import process_alive, process_token, read_json  # noqa: F401  (process_token: re-exported)
 from ..train.checkpoint import holds_run
-from ..train.records import LOG_NAME, RESULT_NAME
+from ..train.records import LAUNCH_RECORD, LOG_NAME, RESULT_NAME, RUN_CONFIG, TRAIN_LOG, trainer_at_work  # noqa: F401
 
 FINISHED = ("completed", "stalled", "diverged")
-LAUNCH_RECORD = "launch.json"
-RUN_CONFIG = "config.json"  # a detached run's whole config, which its process trains from
-TRAIN_LOG = "train.log"
 QUEUE_DIR = ".launch"
 # Options the launcher sets itself and that do not change what a run computes.
 LAUNCHER_OWNED = frozenset({"save_dir", "resume", "progress_bar", "threads"})
@@ -58,7 +57,7 @@ def runs_root() -> Path:
 
 def check_name(name: str, what: str) -> str:
     if not isinstance(name, str) or not _NAME.match(name):
-        raise ValueError(
+        raise ConfigError(
             f"{what} {name!r} must be one folder name: letters, digits and _ . + = - "
             f"(not starting with a dot or a dash)"
         )
@@ -70,32 +69,7 @@ def group_dir(group: str) -> Path:
 
 
 # ---------------------------------------------------------------------------------------------- processes
-def process_token(pid: int) -> str | None:
-    """A token that identifies the process ``pid`` (its start time in clock ticks, from ``/proc``), so a
-    recycled pid is not taken for the process that was launched; None when it is gone or a zombie."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        if Path("/proc/self/stat").exists():
-            return None  # Linux: no such process
-        try:  # elsewhere: the pid alone
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return None
-        except PermissionError:
-            pass
-        return "?"
-    fields = stat[stat.rindex(")") + 2 :].split()  # after "pid (command) "
-    if fields[0] in ("Z", "X"):  # ended, not yet reaped
-        return None
-    return fields[19]  # field 22 of stat: start time
-
-
-def process_alive(pid: int | None, token: str | None) -> bool:
-    if not pid:
-        return False
-    now = process_token(int(pid))
-    return now is not None and (token in (None, "?") or now in ("?", token))
+# process_token(pid) identifies a process (its start time), process_alive(pid, token) checks it: files.py has them.
 
 
 # ---------------------------------------------------------------------------------------------- configs
@@ -143,6 +117,7 @@ class RunStatus:
     state: str
     result: dict | None = None
     launch: dict = field(default_factory=dict)
+    process: dict = field(default_factory=dict)  # the trainer's process record (pid, phase)
     update: int = 0
     loss: float | None = None
 
@@ -195,6 +170,8 @@ def run_status(run_dir: Path, session: str | None = None, name: str | None = Non
         status.update = int(result.get("metrics", {}).get("num_updates", status.update))
     elif process_alive(status.launch.get("pid"), status.launch.get("token")):
         status.state = "running"
+    elif (trainer := trainer_at_work(run_dir)) is not None:
+        status.state, status.process = "running", trainer  # trained here, or evaluating after its last update
     elif status.launch.get("exit_code") is not None and session is not None and status.launch.get("session") == session:
         status.state = "failed"
     elif status.launch or holds_run(run_dir):

@@ -15,6 +15,7 @@ import os
 from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
 from typing import Callable
 
+from ..config import ConfigError
 from ..train.options import TrainConfig
 
 
@@ -53,7 +54,7 @@ def run_many(
         return []
     save_dirs = [c.save_dir for c in configs]
     if len(set(save_dirs)) != len(save_dirs):
-        raise ValueError(f"every run needs its own --save-dir; got {save_dirs}")
+        raise ConfigError(f"every run needs its own --save-dir; got {save_dirs}")
     workers = workers or min(len(configs), os.cpu_count() or 1)
     if workers == 1:
         return [_run_one(c) for c in configs]

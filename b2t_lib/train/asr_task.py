@@ -34,7 +34,8 @@ from torch import nn
 from ..model import EncoderDecoder
 from ..speech_input import SpeechSource
 from ..metrics import wer_counts
-from .task import Task, register_task
+from ..config import ConfigError
+from .task import Task, WrongData, register_task
 
 # The tiny scale's synthetic corpus (generated into --data when it is missing): utterances per split.
 SYNTHETIC_VALID, SYNTHETIC_TEST, SYNTHETIC_TEST_OTHER = 100, 100, 100
@@ -84,13 +85,14 @@ class SpeechRecognitionTask(Task):
     def check_config(cls, cfg) -> None:
         """Speech recognition reads audio features (the S2T front end)."""
         if cfg.model.encoder_input != "speech":
-            raise ValueError(
+            raise ConfigError(
                 f"--task asr needs --encoder-input speech (got {cfg.model.encoder_input!r}): speech "
                 f"recognition reads audio features"
             )
 
     # ---------------------------------------------------------------- data
     data_kind = "speech data"
+    data_format = "b2t-speech-v1"  # b2t_lib.data.speech.FORMAT
 
     def prepare_synthetic(self, path: Path) -> Path:
         """The synthetic spoken-word corpus (tiny scale; finished steps are reused)."""
@@ -124,15 +126,17 @@ class SpeechRecognitionTask(Task):
     def load_datasets(self) -> None:
         from ..data.speech_dataset import load_speech_split, speech_manifest
 
+        self.check_data()
         path = self.data_dir()
         self.manifest = speech_manifest(path)
         # The training features of LibriSpeech are ~55 GB: check their sizes, not their checksums.
         self.train_data = load_speech_split(path, self.manifest["train_split"], verify=False)
         valid = self.manifest["valid_splits"]
         if not valid:
-            raise ValueError(
-                f"{path} has no validation split; prepare it with one (dev_clean/dev_other, or "
-                f"valid.tsv with --from-files)"
+            raise WrongData(
+                "the speech data has no validation split",
+                where=path,
+                todo="prepare it with one (dev_clean/dev_other, or valid.tsv with --from-files) into a new folder",
             )
         self.valid_data = _Splits([load_speech_split(path, split) for split in valid])
 

@@ -23,9 +23,24 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..files import CheckpointMismatch, UnreadableCheckpoint, UntrustedCheckpoint, atomic_write  # noqa: F401
+from ..errors import UserError
+from ..files import (  # noqa: F401  (the checkpoint errors, re-exported)
+    CheckpointMismatch,
+    UnreadableCheckpoint,
+    UntrustedCheckpoint,
+    atomic_write,
+    temporary_name,
+)
 
 _NUMBERED = re.compile(r"^checkpoint_(\d+)\.pt$")
+# The object a safe load refused, as torch words it: "Unsupported global: GLOBAL functools.partial was not an
+# allowed global" (a class or function outside the allowed list) or "Trying to load unsupported GLOBAL posix.system
+# whose module posix is blocked" (a function of a module torch never allows, such as os).
+_REFUSED_GLOBAL = re.compile(r"\bGLOBAL ([\w.]+)")
+
+
+class MissingCheckpoint(UserError, FileNotFoundError):
+    """No checkpoint where one was asked for (``--checkpoint``, a run folder without checkpoints)."""
 
 
 def numbered_path(save_dir: Path, update: int) -> Path:
@@ -43,7 +58,7 @@ def list_checkpoints(save_dir: Path) -> list[Path]:
 
 def _atomic_link(target: Path, link: Path) -> None:
     """Point ``link`` at ``target``'s data (hard link; a copy where links are not supported)."""
-    tmp = link.with_name(link.name + ".tmp")
+    tmp = temporary_name(link)  # <name>.tmp-<pid>: a killed process's one is removed at the run's next start
     tmp.unlink(missing_ok=True)
     try:
         os.link(target, tmp)
@@ -88,11 +103,11 @@ def load_checkpoint(path: Path, trust: bool = False) -> dict:
     """
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"no checkpoint at {path}")
+        raise MissingCheckpoint("no checkpoint file", where=path, todo="pass the path of a checkpoint_<update>.pt")
     try:
         return torch.load(path, map_location="cpu", weights_only=not trust)
     except pickle.UnpicklingError as err:
-        found = re.search(r"Unsupported global: GLOBAL (\S+)", str(err))
+        found = None if trust else _REFUSED_GLOBAL.search(str(err))
         if found:  # a well-formed file that needs code to rebuild one of its objects
             raise UntrustedCheckpoint(
                 f"{path} holds a {found.group(1)} object, which a safe load does not rebuild; if you wrote "

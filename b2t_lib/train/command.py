@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 
 from ..config import choices_of, flag
+from ..errors import ArgumentParser
 from ..presets import RECIPES
 from ..scale import SCALES, get_scale
 from .registry import task_names
@@ -45,9 +46,22 @@ def _value_parser(type_name: str):
     )
 
 
+def _at_least_one(convert):
+    """The type of an option that must be at least 1 (:data:`~b2t_lib.train.options.AT_LEAST_ONE`)."""
+
+    def parse(text: str):
+        value = convert(text)
+        if value < 1:
+            raise argparse.ArgumentTypeError(f"must be at least 1, got {text}")
+        return value
+
+    parse.__name__ = convert.__name__  # argparse names the type in its message
+    return parse
+
+
 def _first_stage(argv: list[str], scale: str) -> argparse.Namespace:
     """Read only --task, --scale and --recipe, which decide every other default."""
-    stage = argparse.ArgumentParser(add_help=False)
+    stage = ArgumentParser(prog="python -m b2t_lib train", add_help=False)
     stage.add_argument("--task", default="mt", choices=task_names())
     stage.add_argument("--scale", default=scale, choices=SCALES)
     stage.add_argument("--recipe", default="", choices=[""] + sorted(RECIPES))
@@ -68,7 +82,7 @@ def build_train_parser(task: str = "mt", scale: str = "tiny", recipe: str = "") 
     from .options import option_defaults, option_fields
 
     defaults = option_defaults(task, scale, recipe or None)
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m b2t_lib train",
         description=f"Train one model. Defaults shown are the '{task}' preset at scale '{scale}'"
         + (f" with recipe '{recipe}'" if recipe else "")
@@ -91,6 +105,8 @@ def build_train_parser(task: str = "mt", scale: str = "tiny", recipe: str = "") 
 def add_field_option(parser, f, default, default_text: str) -> None:
     """The option of the config field ``f`` on ``parser``: its flag, help text, choices and type from the field
     (``--no-X`` for a bool), ``default`` as the parsed value when absent, ``default_text`` ending its help."""
+    from .options import AT_LEAST_ONE
+
     kwargs = dict(dest=f.name, default=default, help=f"{f.metadata['help']} ({default_text})")
     choices = choices_of(f)
     if choices is not None:
@@ -100,6 +116,8 @@ def add_field_option(parser, f, default, default_text: str) -> None:
         kwargs["action"] = argparse.BooleanOptionalAction
     else:
         kwargs["type"], metavar = _value_parser(type_name)
+        if f.name in AT_LEAST_ONE:
+            kwargs["type"] = _at_least_one(kwargs["type"])
         if choices is None:
             kwargs["metavar"] = metavar
     parser.add_argument(flag(f.name), **kwargs)

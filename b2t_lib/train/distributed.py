@@ -12,6 +12,12 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
+from ..errors import UserError
+
+
+class DeviceError(UserError, RuntimeError):
+    """A device asked for that this machine does not have, or a distributed run started without torchrun."""
+
 
 @dataclass
 class DistEnv:
@@ -35,7 +41,9 @@ def resolve_device(preference: str, local_rank: int = 0) -> torch.device:
         return torch.device("cpu")
     if preference == "cuda" or (preference == "auto" and torch.cuda.is_available()):
         if not torch.cuda.is_available():
-            raise RuntimeError("--device cuda was asked for but torch sees no CUDA GPU; use --device cpu (or auto)")
+            raise DeviceError(
+                "--device cuda was asked for but torch sees no CUDA GPU", todo="use --device cpu (or auto)"
+            )
         return torch.device("cuda", local_rank)
     return torch.device("cpu")
 
@@ -51,8 +59,9 @@ def init_distributed(device_preference: str = "auto") -> DistEnv:
     if world_size > 1 and not dist.is_initialized():
         missing = [v for v in ("MASTER_ADDR", "MASTER_PORT") if v not in os.environ]
         if missing:
-            raise RuntimeError(
-                f"WORLD_SIZE={world_size} but {', '.join(missing)} is not set; launch with torchrun, which sets them"
+            raise DeviceError(
+                f"WORLD_SIZE={world_size} but {', '.join(missing)} is not set",
+                todo="launch with torchrun, which sets them",
             )
         backend = "nccl" if device.type == "cuda" else "gloo"
         dist.init_process_group(backend=backend, rank=rank, world_size=world_size)

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import torch
 
+from ..config import ConfigError
 from ..files import write_json_atomic
 from . import records
-from .checkpoint import average_checkpoints, list_checkpoints, load_checkpoint
+from .checkpoint import MissingCheckpoint, average_checkpoints, list_checkpoints, load_checkpoint
 from .distributed import resolve_device
 from .options import TrainConfig
 from .registry import build_task
@@ -43,7 +44,10 @@ def evaluate_run(
     save_dir = Path(save_dir)
     bad = sorted(set(overrides) - set(EVAL_OPTIONS))
     if bad:
-        raise ValueError(f"evaluate cannot change {', '.join(bad)}; only {', '.join(EVAL_OPTIONS)}")
+        raise ConfigError(f"evaluate cannot change {', '.join(bad)}; only {', '.join(EVAL_OPTIONS)}")
+    given = {k: v for k, v in overrides.items() if v is not None}
+    if given.get("average_last", 1) < 1:  # 0 or -1 would slice to every checkpoint, or all but the oldest
+        raise ConfigError(f"--average-last must be at least 1, got {given['average_last']}")
     if checkpoint is not None:
         paths = [Path(checkpoint)]
     else:
@@ -51,11 +55,12 @@ def evaluate_run(
         if not paths and (save_dir / "checkpoint_last.pt").is_file():  # saved by epoch, no epoch ended yet
             paths = [save_dir / "checkpoint_last.pt"]
         if not paths:
-            raise FileNotFoundError(f"no checkpoints in {save_dir}; train first or pass --checkpoint")
+            raise MissingCheckpoint("no checkpoints", where=save_dir, todo="train first, or pass --checkpoint FILE")
     state = load_checkpoint(paths[-1])
     values = dict(state["train_config"])
-    values.update({k: v for k, v in overrides.items() if v is not None})
+    values.update(given)
     cfg = TrainConfig.from_dict(values)
+    cfg.check(set(given))  # the evaluation options given, as training checks them
     if checkpoint is None:
         paths = paths[-cfg.average_last :]
     task = build_task(cfg)

@@ -33,6 +33,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..config import ConfigError
 from ..special_tokens import PAD
 from ..loss import LossOutput, label_smoothed_nll_loss
 from ..model import LanguageModel, unwrap_model
@@ -53,22 +54,23 @@ class LanguageModelingTask(Task):
         super().check_config(cfg)
         model = cfg.model
         if model.encoder_layers != 0:
-            raise ValueError(
+            raise ConfigError(
                 f"--task lm trains a decoder-only model: set --encoder-layers 0 (got {model.encoder_layers})"
             )
         if model.adaptive_softmax and cfg.label_smoothing > 0:
-            raise ValueError(
+            raise ConfigError(
                 f"the adaptive softmax loss has no label smoothing (fairseq's adaptive_loss); "
                 f"pass --label-smoothing 0 (got {cfg.label_smoothing}) or --no-adaptive-softmax"
             )
         if cfg.max_tokens < cfg.tokens_per_sample:
-            raise ValueError(
+            raise ConfigError(
                 f"--max-tokens {cfg.max_tokens} cannot hold one block of --tokens-per-sample "
                 f"{cfg.tokens_per_sample}; raise --max-tokens or lower --tokens-per-sample"
             )
 
     # ---------------------------------------------------------------- data
     data_kind = "language-modeling data"
+    data_format = "b2t-lm-v1"  # b2t_lib.data.lm.FORMAT
 
     def prepare_synthetic(self, path: Path) -> Path:
         """The synthetic corpus (``synthetic_train_pairs`` counts training tokens here)."""
@@ -93,6 +95,7 @@ class LanguageModelingTask(Task):
     def load_datasets(self) -> None:
         from ..data.lm_dataset import load_lm_split
 
+        self.check_data()
         path, length = self.data_dir(), self.cfg.tokens_per_sample
         self.train_data = load_lm_split(path, "train", tokens_per_sample=length)
         self.valid_data = load_lm_split(path, "valid", tokens_per_sample=length)

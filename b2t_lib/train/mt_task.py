@@ -16,7 +16,7 @@ from torch import nn
 
 from ..metrics import corpus_bleu
 from ..model import EncoderDecoder
-from .task import Task, register_task
+from .task import Task, WrongData, register_task
 
 logger = logging.getLogger(__name__)
 
@@ -35,7 +35,20 @@ class TranslationTask(Task):
     metric = "bleu"
     higher_is_better = True
     data_kind = "translation data"
+    data_format = "b2t-translation-v1"  # b2t_lib.data.translation.FORMAT (Gigaword is prepared in it too)
     headlines = False  # whether this task reads article->headline data (prepare_gigaword.py's)
+
+    @classmethod
+    def reads(cls, manifest: dict) -> bool:
+        """Translation data for the translation task, article->headline pairs for headline generation."""
+        from ..data.summarization import ARTICLE, HEADLINE
+
+        pair = (manifest.get("src_lang"), manifest.get("tgt_lang"))
+        return super().reads(manifest) and (pair == (ARTICLE, HEADLINE)) == cls.headlines
+
+    @classmethod
+    def describe_data(cls, manifest: dict) -> str:
+        return f"{manifest.get('src_lang')}->{manifest.get('tgt_lang')} data"
 
     # ---------------------------------------------------------------- data
     def prepare_synthetic(self, path: Path) -> Path:
@@ -60,18 +73,14 @@ class TranslationTask(Task):
 
     def load_datasets(self) -> None:
         from ..data import load_translation_split
-        from ..data.summarization import ARTICLE, HEADLINE
 
+        self.check_data()  # BLEU of headlines, ROUGE of German: refused
         path = self.data_dir()
         self.train_data = load_translation_split(path, "train")
         self.valid_data = load_translation_split(path, "valid")
         if len(self.train_data.dictionary) != len(self.valid_data.dictionary):
-            raise ValueError(f"train and valid dictionaries of {path} differ; re-run the data preparation")
-        pair = (self.train_data.src_lang, self.train_data.tgt_lang)
-        if (pair == (ARTICLE, HEADLINE)) != self.headlines:  # BLEU of headlines, ROUGE of German: refuse
-            raise ValueError(
-                f"{path} holds {pair[0]}->{pair[1]} data, not the {self.data_kind} that --task "
-                f"{self.name} reads. {self.how_to_prepare(path)}"
+            raise WrongData(
+                "the train and valid dictionaries differ", where=path, todo="prepare the data again into a new folder"
             )
 
     @property

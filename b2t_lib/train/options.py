@@ -21,12 +21,13 @@ import dataclasses
 import math
 from dataclasses import MISSING, dataclass, field, fields
 
-from ..config import ModelConfig, option
+from ..config import ConfigError, ModelConfig, option
 from ..presets import RECIPES, preset, recipe, rehearsal_sizes
 from ..scale import SCALES, ScaleError, require_cuda
 from ..variants import VARIANTS
 from .schedule import SCHEDULERS
 from .registry import task_class, task_names
+from .task import is_preset_data, resolved_path
 
 AMP_CHOICES = ("auto", "fp32", "bf16", "fp16")
 DEVICE_CHOICES = ("auto", "cpu", "cuda")
@@ -57,14 +58,14 @@ class TrainConfig:
     )
     data: str = option(
         group=TASK,
-        help="data directory (binarized by data_scripts/, or generated for the synthetic tiny task when missing)",
+        help="data directory (binarized by data_scripts/; the tiny preset's is generated)",
     )
     synthetic_train_pairs: int = option(
         0,
         group=TASK,
         help="training pairs (lm: training tokens) of the "
         "synthetic task when --data must be generated (tiny scale; 0 = never "
-        "generate)",
+        "generate; the preset's value applies to the preset's own --data folder only)",
     )
     tokens_per_sample: int = option(
         1024,
@@ -177,9 +178,11 @@ class TrainConfig:
         """
         unknown = sorted(set(explicit) - set(option_names()))
         if unknown:
-            raise ValueError(f"unknown training options: {', '.join(unknown)}")
+            raise ConfigError(f"unknown training options: {', '.join(unknown)}")
         values = option_defaults(task, scale, recipe_name, variant=explicit.get("variant"))
         values.update(explicit)
+        if "data" in explicit and "synthetic_train_pairs" not in explicit and not is_preset_data(task, scale, values):
+            values["synthetic_train_pairs"] = 0  # the preset's synthetic corpus goes into its own folder only
         cfg = cls.from_dict(values)
         cfg.check(set(explicit))
         return cfg
@@ -209,15 +212,19 @@ class TrainConfig:
         own = {f.name: values[f.name] for f in train_fields() if f.name in values}
         missing = [f.name for f in train_fields() if f.name not in own and f.default is MISSING]
         if missing:
-            raise ValueError(f"missing training options: {', '.join(missing)}")
+            raise ConfigError(f"missing training options: {', '.join(missing)}")
         return cls(model=ModelConfig(**model_values), **own)
 
     def replace(self, **changes) -> "TrainConfig":
         """A copy with ``changes`` (flat option names, model options included), checked again."""
         unknown = sorted(set(changes) - set(option_names()))
         if unknown:
-            raise ValueError(f"unknown training options: {', '.join(unknown)}")
-        cfg = TrainConfig.from_dict({**self.to_dict(), **changes})
+            raise ConfigError(f"unknown training options: {', '.join(unknown)}")
+        values = {**self.to_dict(), **changes}
+        moved = "data" in changes and resolved_path(changes["data"]) != resolved_path(self.data)
+        if moved and "synthetic_train_pairs" not in changes and not is_preset_data(self.task, self.scale, values):
+            values["synthetic_train_pairs"] = 0  # as in from_preset: never generated into another named folder
+        cfg = TrainConfig.from_dict(values)
         cfg.check(set(changes))
         return cfg
 
@@ -235,7 +242,7 @@ class TrainConfig:
         """Refuse impossible or contradictory settings; ``explicit`` names what the user set."""
 
         def bad(msg):
-            raise ValueError(msg)
+            raise ConfigError(msg)
 
         if self.task not in task_names():
             bad(f"unknown --task {self.task!r}; known tasks are: {', '.join(task_names())}")
@@ -245,23 +252,18 @@ class TrainConfig:
             bad(f"unknown --amp {self.amp!r}; choose one of {', '.join(AMP_CHOICES)}")
         if self.device not in DEVICE_CHOICES:
             bad(f"unknown --device {self.device!r}; choose one of {', '.join(DEVICE_CHOICES)}")
-        for name in (
-            "max_tokens",
-            "update_freq",
-            "max_update",
-            "log_interval",
-            "valid_interval",
-            "keep_last",
-            "beam",
-            "eval_batch_size",
-            "average_last",
-            "divergence_patience",
-        ):
+        for name in AT_LEAST_ONE:
             if getattr(self, name) < 1:
                 bad(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
         for name in ("tokens_per_update", "save_interval", "save_interval_epochs"):
             if getattr(self, name) < 0:
                 bad(f"--{name.replace('_', '-')} must be 0 (off) or positive, got {getattr(self, name)}")
+        if self.lr <= 0:
+            bad(f"--lr must be positive, got {self.lr}")
+        if self.lr_scheduler == "inverse_sqrt" and self.warmup_updates <= 0:
+            bad("--lr-scheduler inverse_sqrt needs --warmup-updates > 0; use inverse_sqrt_nowarmup for none")
+        if self.lr_scheduler == "inverse_sqrt_nowarmup" and self.decay_period <= 0:
+            bad(f"--decay-period must be positive, got {self.decay_period}")
         if self.divergence_factor <= 1.0:
             bad(f"--divergence-factor must be above 1, got {self.divergence_factor}")
         if self.stall_margin < 0:
@@ -302,7 +304,7 @@ class TrainConfig:
         elsewhere; bf16/fp16 asked for off CUDA are refused."""
         amp = self.amp if self.amp != "auto" else ("bf16" if device_type == "cuda" else "fp32")
         if amp in ("bf16", "fp16") and device_type != "cuda":
-            raise ValueError(f"--amp {amp} needs --device cuda; on {device_type} training runs in fp32 (--amp fp32)")
+            raise ConfigError(f"--amp {amp} needs --device cuda; on {device_type} training runs in fp32 (--amp fp32)")
         return amp
 
     def check_hardware(self) -> None:
@@ -322,6 +324,21 @@ class TrainConfig:
         if self.tokens_per_update > 0:
             return max(1, math.ceil(self.tokens_per_update / (self.max_tokens * world_size)))
         return self.update_freq
+
+
+# Options that must be at least 1 (the command line refuses smaller values as it reads them).
+AT_LEAST_ONE = (
+    "max_tokens",
+    "update_freq",
+    "max_update",
+    "log_interval",
+    "valid_interval",
+    "keep_last",
+    "beam",
+    "eval_batch_size",
+    "average_last",
+    "divergence_patience",
+)
 
 
 # Options that may change between a run and its resumption without changing the trajectory.

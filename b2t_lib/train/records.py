@@ -7,6 +7,13 @@ final metrics, wall time, tokens/s). Tables and plots read only these two files.
 rule's numbers and verdict (unigram baseline, margin, deadline, the judged validation NLL).
 ``log.jsonl`` entries have ``kind`` ``"train"``, ``"valid"`` or ``"stall_rule"`` (the rule's verdict,
 once per run).
+
+``process.json`` says which process trains the run (pid and its start-time token) and in which phase
+(``training``, then ``finishing``: the last update is done, the test sets are being evaluated; ``stopped`` when
+an exception ended it), so that a run is never taken for an interrupted one while its process is still at
+work. A launched run also has the launcher's ``config.json``, ``launch.json`` and ``train.log``
+(:mod:`b2t_lib.runs`). Any of these files means the folder holds a run (:func:`run_records`): a new run is not
+started there without ``--resume``.
 """
 
 from __future__ import annotations
@@ -19,10 +26,50 @@ from pathlib import Path
 
 import torch
 
-from ..files import atomic_write
+from ..files import atomic_write, process_alive, process_token, read_json, write_json_atomic
 
 LOG_NAME = "log.jsonl"
 RESULT_NAME = "result.json"
+PROCESS_RECORD = "process.json"  # the trainer's process and its phase
+RUN_CONFIG = "config.json"  # a detached run's whole config, which its process trains from (the launcher's)
+LAUNCH_RECORD = "launch.json"  # the launcher's record of the process it started
+TRAIN_LOG = "train.log"  # the output of a launched run's process
+RUN_RECORDS = (RESULT_NAME, LOG_NAME, PROCESS_RECORD, RUN_CONFIG, LAUNCH_RECORD, TRAIN_LOG)
+
+
+def run_records(save_dir: Path) -> list[str]:
+    """The names of the records of a run that ``save_dir`` holds: checkpoints (``checkpoint_*.pt``) and the files
+    of :data:`RUN_RECORDS`; empty for a new or an empty folder."""
+    folder = Path(save_dir)
+    if not folder.is_dir():
+        return []
+    checkpoints = sorted(p.name for p in folder.glob("checkpoint_*.pt"))
+    return checkpoints + [name for name in RUN_RECORDS if (folder / name).exists()]
+
+
+TRAINING, FINISHING, STOPPED = "training", "finishing", "stopped"  # the phases of PROCESS_RECORD
+
+
+def write_process(save_dir: Path, phase: str, update: int) -> None:
+    """Record this process as the run's trainer, in ``phase``: :data:`TRAINING`, :data:`FINISHING` (the last
+    update is done; evaluating, then writing result.json) or :data:`STOPPED` (an exception ended the training
+    while the process lives on)."""
+    pid = os.getpid()
+    record = {"pid": pid, "token": process_token(pid), "phase": phase, "update": update}
+    write_json_atomic(Path(save_dir) / PROCESS_RECORD, record)
+
+
+def read_process(save_dir: Path) -> dict:
+    """The run's :data:`PROCESS_RECORD` (empty when there is none)."""
+    return read_json(Path(save_dir) / PROCESS_RECORD) or {}
+
+
+def trainer_at_work(save_dir: Path) -> dict | None:
+    """The process record of the live process that trains (or finishes) the run in ``save_dir``, or None."""
+    record = read_process(save_dir)
+    if record.get("phase") in (TRAINING, FINISHING) and process_alive(record.get("pid"), record.get("token")):
+        return record
+    return None
 
 
 def git_revision() -> str:

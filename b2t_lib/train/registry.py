@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..config import ConfigError
 from . import mt_task, summarization_task, lm_task, asr_task  # noqa: F401  (registers each task's name)
 from .task import TASK_REGISTRY, Task
 
@@ -19,9 +20,9 @@ def task_names() -> list[str]:
 
 
 def task_class(name: str) -> type[Task]:
-    """The class of task ``name``; a ValueError that lists the tasks for any other name."""
+    """The class of task ``name``; a :class:`~b2t_lib.config.ConfigError` that lists the tasks for any other name."""
     if name not in TASK_REGISTRY:
-        raise ValueError(f"unknown task {name!r}; known tasks are: {', '.join(task_names())}")
+        raise ConfigError(f"unknown task {name!r}; known tasks are: {', '.join(task_names())}")
     return TASK_REGISTRY[name]
 
 

@@ -15,6 +15,8 @@ r"""Learning-rate schedules, as functions of the update number $t$ (so a resumed
 
 from __future__ import annotations
 
+from ..config import ConfigError
+
 import math
 
 SCHEDULERS = ("inverse_sqrt", "inverse_sqrt_nowarmup")
@@ -33,13 +35,13 @@ class LRSchedule:
         decay_period: int = 4000,
     ):
         if name not in SCHEDULERS:
-            raise ValueError(f"unknown lr scheduler {name!r}; choose one of {', '.join(SCHEDULERS)}")
+            raise ConfigError(f"unknown lr scheduler {name!r}; choose one of {', '.join(SCHEDULERS)}")
         if lr <= 0:
-            raise ValueError(f"the peak learning rate must be positive, got {lr}")
+            raise ConfigError(f"the peak learning rate must be positive, got {lr}")
         if name == "inverse_sqrt" and warmup_updates <= 0:
-            raise ValueError("inverse_sqrt needs --warmup-updates > 0; use inverse_sqrt_nowarmup for none")
+            raise ConfigError("inverse_sqrt needs --warmup-updates > 0; use inverse_sqrt_nowarmup for none")
         if name == "inverse_sqrt_nowarmup" and decay_period <= 0:
-            raise ValueError(f"--decay-period must be positive, got {decay_period}")
+            raise ConfigError(f"--decay-period must be positive, got {decay_period}")
         self.optimizer = optimizer
         self.name = name
         self.lr = lr

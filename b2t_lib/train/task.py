@@ -18,6 +18,7 @@ Every task also gives the bar of the "Training failed" rule (:mod:`.failure`):
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from abc import ABC, abstractmethod
 from pathlib import Path
@@ -27,8 +28,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..config import ModelConfig
+from ..config import ConfigError, ModelConfig
 from ..data.protocol import DecodableDataset
+from ..errors import UserError
 from ..loss import LossOutput, label_smoothed_nll_loss
 from ..model import forward_batch
 
@@ -36,6 +38,34 @@ if TYPE_CHECKING:  # annotations only: the options read the task registry (Train
     from .options import TrainConfig
 
 logger = logging.getLogger(__name__)
+MANIFEST = "manifest.json"  # every prepared data set's manifest (b2t_lib.data.steps.MANIFEST), written last
+
+
+def resolved_path(path: str | Path) -> Path:
+    """``path`` absolute, with ``~`` and links resolved (to compare two names of one folder)."""
+    return Path(path).expanduser().resolve()
+
+
+def is_preset_data(task: str, scale: str, values: dict) -> bool:
+    """Whether ``values["data"]`` is the preset's own data folder (as the preset writes it, or the same folder
+    reached from the current folder or from the repository root, where the launcher and the notebooks put it)."""
+    from ..presets import preset
+
+    own = preset(task, scale).get("data")
+    if not own or not values.get("data"):
+        return False
+    if values["data"] == own:
+        return True
+    here = Path(__file__).resolve().parents[2]  # the repository root, where the command line runs
+    return resolved_path(values["data"]) in {resolved_path(own), (here / own).resolve()}
+
+
+class MissingData(UserError, FileNotFoundError):
+    """A ``--data`` folder that holds no finished data set; the message says how to prepare one."""
+
+
+class WrongData(UserError, ValueError):
+    """A ``--data`` folder that holds a data set of another task (its manifest says which); the message names it."""
 
 
 class Task(ABC):
@@ -56,37 +86,74 @@ class Task(ABC):
         :meth:`TrainConfig.check` calls it, so a launcher refuses such a run before it starts. Every task but
         speech recognition reads tokens."""
         if cfg.model.encoder_input != "tokens":
-            raise ValueError(
+            raise ConfigError(
                 f"--task {cls.name} needs --encoder-input tokens (got {cfg.model.encoder_input!r}): "
                 f"only speech recognition reads audio features"
             )
 
     # ---------------------------------------------------------------- data
     data_kind: str = "data"  # what the task reads, for messages ("translation data", ...)
+    data_format: str = ""  # the ``format`` its data's manifest names (b2t_lib.data: FORMAT of each pipeline)
+
+    @classmethod
+    def reads(cls, manifest: dict) -> bool:
+        """Whether this task reads the data set of ``manifest`` (a prepared folder's ``manifest.json``)."""
+        return bool(cls.data_format) and manifest.get("format") == cls.data_format
 
     def data_dir(self) -> Path:
         return Path(self.cfg.data)
 
+    def check_data(self) -> None:
+        """Refuse a ``--data`` folder without a finished data set, or whose manifest names another task's data (or a
+        format no task reads), before anything is loaded: the message says which task it is for, and never advises
+        preparing into it. Every task's :meth:`load_datasets` starts here."""
+        from ..files import read_json
+
+        path = self.data_dir()
+        manifest = read_json(path / MANIFEST)
+        if manifest is None:
+            raise self.missing_data(path)
+        if self.reads(manifest):
+            return
+        owners = [name for name, cls in TASK_REGISTRY.items() if cls.reads(manifest)]
+        held = TASK_REGISTRY[owners[0]].describe_data(manifest) if owners else f"{manifest.get('format')!r} data"
+        raise WrongData(
+            f"{path} holds {held}, not the {self.data_kind} that --task {self.name} reads"
+            + (f"; it is data for --task {owners[0]}" if owners else ", which no task reads"),
+            todo=(f"pass --task {owners[0]} to train on it, or " if owners else "")
+            + f"pass --data a folder of {self.data_kind}; this folder is left as it is (to make one elsewhere: "
+            + self.how_to_prepare(Path("<another folder>"))
+            + ")",
+        )
+
+    @classmethod
+    def describe_data(cls, manifest: dict) -> str:
+        """What the data set of ``manifest`` holds, for messages (a manifest this task reads)."""
+        return cls.data_kind
+
     def prepare_data(self) -> Path:
         """The data directory, ready to load (run by one process while the others wait).
 
-        A folder with a finished preparation (its ``manifest.json``) is used as it is. Otherwise the
-        tiny presets generate their synthetic data set (``synthetic_train_pairs`` > 0, :meth:`prepare_synthetic`);
-        at the small and full scale the real data set is downloaded and prepared into the folder
-        (:meth:`prepare_real` with the options of ``presets.DATA_PREPARATION``, what the task's
-        ``data_scripts/`` command does; restartable, finished steps are kept); anything else is refused
-        with the command that prepares it (:meth:`how_to_prepare`).
+        A folder with a finished preparation (its ``manifest.json``) is used as it is, if it holds this task's
+        data (:meth:`check_data`). Otherwise the tiny presets generate their synthetic data set
+        (``synthetic_train_pairs`` > 0, :meth:`prepare_synthetic`): the preset's value does so only in the preset's
+        own data folder (:meth:`TrainConfig.from_preset`), so a mistyped or half-prepared ``--data`` folder is
+        refused, not filled. At the small and full scale the real data set is downloaded and prepared into the
+        folder (:meth:`prepare_real` with the options of ``presets.DATA_PREPARATION``, what the task's
+        ``data_scripts/`` command does; restartable, finished steps are kept); anything else is refused with the
+        command that prepares it (:meth:`how_to_prepare`).
         """
         from ..presets import DATA_PREPARATION
 
         path = self.data_dir()
-        if (path / "manifest.json").is_file():
+        if (path / MANIFEST).is_file():
+            self.check_data()
             return path
         if self.cfg.synthetic_train_pairs > 0:
             return self.prepare_synthetic(path)
         options = DATA_PREPARATION.get((self.name, self.cfg.scale))
         if options is None:
-            raise FileNotFoundError(f"no prepared {self.data_kind} at {path}. {self.how_to_prepare(path)}")
+            raise self.missing_data(path)
         logger.info(
             "no prepared data at %s: downloading and preparing the %s (%s scale: %s)",
             path,
@@ -96,16 +163,30 @@ class Task(ABC):
         )
         return self.prepare_real(path, **options)
 
+    def missing_data(self, path: Path) -> MissingData:
+        """The error of a ``--data`` folder without a finished data set: what is there, and how to prepare one."""
+        from ..presets import preset, preset_tasks
+
+        if not path.exists():
+            state = "the folder does not exist"
+        else:
+            state = f"it has no readable {MANIFEST}: no preparation finished"
+        todo = self.how_to_prepare(path)
+        own = preset(self.name, self.cfg.scale).get("data") if self.name in preset_tasks() else None
+        if self.cfg.scale == "tiny" and own and not is_preset_data(self.name, self.cfg.scale, {"data": str(path)}):
+            todo += f"; or leave out --data to train on the synthetic {self.data_kind} generated into {own}"
+        return MissingData(f"no prepared {self.data_kind} at {path} ({state})", todo=todo)
+
     def prepare_synthetic(self, path: Path) -> Path:
         """Generate the task's synthetic data set (the tiny scale) into ``path``."""
-        raise FileNotFoundError(f"the {self.name} task has no synthetic data set. {self.how_to_prepare(path)}")
+        raise self.missing_data(path)
 
     def prepare_real(self, path: Path, **options) -> Path:
         """Download and prepare the task's real data set into ``path``."""
-        raise FileNotFoundError(f"no prepared {self.data_kind} at {path}. {self.how_to_prepare(path)}")
+        raise self.missing_data(path)
 
     def how_to_prepare(self, path: Path) -> str:
-        """What to tell a user whose ``--data`` folder holds no prepared data set."""
+        """What to tell a user whose ``--data`` folder holds no prepared data set (``path``: where to prepare it)."""
         return "Pass --data to a prepared directory"
 
     @abstractmethod
@@ -117,15 +198,32 @@ class Task(ABC):
         """This process's batches (lists of example indices) for ``epoch``, at most ``max_tokens`` tokens
         (frames for speech) each; deterministic in (seed, epoch, rank, world_size), so a resumed run
         sees the same order."""
-        return self.train_data.batches(
-            self.cfg.max_tokens, shuffle=True, seed=self.cfg.seed, epoch=epoch, rank=rank, world_size=world_size
-        )
+        with self._batch_errors("train"):
+            return self.train_data.batches(
+                self.cfg.max_tokens, shuffle=True, seed=self.cfg.seed, epoch=epoch, rank=rank, world_size=world_size
+            )
 
     def valid_batches(self) -> list[list[int]]:
         """All validation batches (no shuffling)."""
-        return self.valid_data.batches(
-            self.cfg.max_tokens, shuffle=False, seed=self.cfg.seed, epoch=0, rank=0, world_size=1
-        )
+        with self._batch_errors("valid"):
+            return self.valid_data.batches(
+                self.cfg.max_tokens, shuffle=False, seed=self.cfg.seed, epoch=0, rank=0, world_size=1
+            )
+
+    @contextlib.contextmanager
+    def _batch_errors(self, split: str):
+        """An example too long for ``--max-tokens`` is named with its split and data folder."""
+        from ..data.batching import BatchSizeError
+
+        try:
+            yield
+        except BatchSizeError as err:
+            if err.where:
+                raise
+            what, todo = err.what, err.todo
+            if todo is None and ": " in what:  # "example i has n tokens ...: raise --max-tokens or ..."
+                what, todo = what.rsplit(": ", 1)
+            raise BatchSizeError(what, where=f"{self.data_dir()}, split {split}", todo=todo) from None
 
     @abstractmethod
     def collate(self, split: str, indices: list[int]) -> dict:

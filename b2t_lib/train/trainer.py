@@ -17,13 +17,15 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import os
 import time
 from pathlib import Path
 
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
-from ..files import write_json_atomic
+from ..errors import UserError
+from ..files import remove_stale_temporaries, write_json_atomic
 from ..model import forward_batch
 from ..utils import seed_everything
 from . import records
@@ -31,7 +33,6 @@ from .checkpoint import (
     average_checkpoints,
     capture_rng_state,
     check_compatible,
-    holds_run,
     list_checkpoints,
     newest_readable_checkpoint,
     restore_rng_state,
@@ -49,6 +50,55 @@ LN2 = math.log(2.0)  # losses are logged in base 2, as fairseq does
 logger = logging.getLogger(__name__)
 
 
+class SaveDirError(UserError, OSError):
+    """A ``--save-dir`` that cannot hold a run: a file, or a folder that cannot be written."""
+
+
+class HeldRunError(SaveDirError, FileExistsError):
+    """A ``--save-dir`` that holds a run already, refused without ``--resume``."""
+
+
+def check_save_dir(save_dir: Path) -> None:
+    """Refuse a ``--save-dir`` that is (or lies below) a file, or that cannot be written, before any data or model
+    is built: the first write would fail only once training had begun."""
+    existing = Path(save_dir)
+    while not existing.exists() and existing.parent != existing:  # the nearest folder the run would be made in
+        existing = existing.parent
+    if not existing.is_dir():
+        raise SaveDirError(
+            f"--save-dir {save_dir} cannot be a folder: {existing} is a file", todo="choose another --save-dir"
+        )
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise SaveDirError(
+            f"--save-dir {save_dir} cannot be written: {existing} is not writable",
+            todo="choose a folder you can write to (or change its permissions)",
+        )
+
+
+def refuse_held_run(save_dir: Path) -> None:
+    """Refuse to start a new run in a folder that holds any record of one (checkpoints, log, result, launch files)."""
+    found = records.run_records(save_dir)
+    if found:
+        shown = ", ".join(found[:4]) + (", ..." if len(found) > 4 else "")
+        raise HeldRunError(
+            f"{save_dir} already holds a run ({shown})",
+            todo="pass --resume to continue it, or choose another --save-dir",
+        )
+
+
+def remove_killed_writes(save_dir: Path) -> None:
+    """Delete the temporary files that killed writes of an earlier start of this run left in its folder (said in
+    the log): checkpoints and records being written (``*.tmp-<pid>``) and links being moved (``*.pt.tmp``)."""
+    removed = remove_stale_temporaries(save_dir)
+    for link in Path(save_dir).glob("checkpoint_*.pt.tmp"):  # written without a pid by older versions
+        link.unlink(missing_ok=True)
+        removed.append(link)
+    if removed:
+        logger.info(
+            "removed %d temporary file(s) of killed writes: %s", len(removed), ", ".join(p.name for p in removed)
+        )
+
+
 class Trainer:
     """Build everything from a :class:`TrainConfig` and run :meth:`train`."""
 
@@ -62,11 +112,11 @@ class Trainer:
             torch.set_num_threads(cfg.threads)
         self.amp = cfg.precision(self.device.type)
         self.save_dir = Path(cfg.save_dir)
-        if holds_run(self.save_dir) and not cfg.resume:  # before any data is prepared
-            raise FileExistsError(
-                f"{self.save_dir} already holds checkpoints of a run; pass --resume "
-                f"to continue it, or choose another --save-dir"
-            )
+        check_save_dir(self.save_dir)  # before any data is prepared or model built
+        if not cfg.resume:
+            refuse_held_run(self.save_dir)
+        if self.env.is_main:
+            remove_killed_writes(self.save_dir)
         self.task = task or build_task(cfg)
         if self.env.is_main:
             self.task.prepare_data()
@@ -200,11 +250,8 @@ class Trainer:
             return
         if self.cfg.resume and self.env.is_main:
             logger.info("--resume: no checkpoint in %s yet, so training starts from scratch", self.save_dir)
-        elif holds_run(self.save_dir):  # written since __init__ checked
-            raise FileExistsError(
-                f"{self.save_dir} already holds checkpoints of a run; pass --resume "
-                f"to continue it, or choose another --save-dir"
-            )
+        elif not self.cfg.resume:
+            refuse_held_run(self.save_dir)  # written since __init__ checked
         # A fresh start: variants such as Admin run their profiling pass on the first batch here.
         first = self.task.train_batches(0, self.env.rank, self.env.world_size)[0]
         batch = self._to_device(self.task.collate("train", first))
@@ -277,9 +324,25 @@ class Trainer:
     # ------------------------------------------------------------------ the loop
     def train(self) -> dict:
         """Train until ``max_update``, or until the run diverges or stalls (:mod:`.failure`); write and
-        return the result record."""
+        return the result record.
+
+        While it trains, the run's process record (:func:`.records.write_process`) names this process, so the run
+        reads as running, however it was started; an exception (a crash, Ctrl-C) marks it stopped, since this
+        process (a notebook kernel, a pool worker) may live on."""
+        try:
+            return self._train()
+        except BaseException:
+            if self.env.is_main and records.read_process(self.save_dir).get("pid") == os.getpid():
+                with contextlib.suppress(OSError):  # the exception on its way matters more than this record
+                    records.write_process(self.save_dir, records.STOPPED, self.num_updates)
+            raise
+
+    def _train(self) -> dict:
         cfg, started = self.cfg, time.time()
         self._resume_or_start()
+        barrier(self.env)  # every process has checked the folder before the record below appears in it
+        if self.env.is_main:  # this process trains the run: it is "running", whatever launched it
+            records.write_process(self.save_dir, records.TRAINING, self.num_updates)
         self._wrap()
         status, message, valid_nll = COMPLETED, "", None
         self._start_reports()
@@ -428,6 +491,7 @@ class Trainer:
         barrier(self.env)  # every checkpoint is on disk; only rank 0 goes on (evaluation can be long)
         if not self.env.is_main:
             return {"status": status, "message": message, "metrics": metrics}
+        records.write_process(self.save_dir, records.FINISHING, self.num_updates)  # evaluating, then result.json
         if status != DIVERGED:  # the last validation: the number a stalled run is judged by
             valid = records.read_log(self.save_dir, "valid")
             if valid:
