@@ -345,7 +345,11 @@ CASES = [
     # the reader is gone before the first write: the broken pipe is certain, not a race with `head`
     Case("preset-into-a-closed-pipe", lambda f, s: [*B2T, "preset", "--task", "mt"], pipe="head -n 0"),
     Case("scale-bogus-preset", lambda f, s: [*B2T, "preset", "--task", "mt"], env={"B2T_SCALE": "bogus"}),
-    Case("scale-bogus-module", lambda f, s: [sys.executable, "-m", "b2t_lib.scale"], env={"B2T_SCALE": "bogus"}),
+    Case(  # the scale check that `make course` runs first
+        "scale-bogus-check",
+        lambda f, s: [sys.executable, "-c", "import b2t_lib.scale as s; raise SystemExit(s.main())"],
+        env={"B2T_SCALE": "bogus"},
+    ),
     Case("scale-bogus-make-course", make("course"), env={"B2T_SCALE": "bogus"}, make=True, skip=no_make),
     Case("gpu-check-without-gpu", lambda f, s: [sys.executable, ROOT / "benchmarks" / "gpu_check.py"], skip=with_gpu),
     Case("make-gpu-check-without-gpu", make("gpu-check"), make=True, skip=lambda: with_gpu() or no_make()),
