@@ -317,7 +317,6 @@ CASES = [
     Case("train-data-without-manifest", train(data=lambda f, s: f / "data"), setup=write("data/notes.txt", "x\n")),
     Case("train-mt-on-lm-data", train("--task", "mt", data=lambda f, s: s.lm)),
     Case("train-summarization-on-mt-data", train("--task", "summarization"), check=no_out_dir_advice),
-    Case("train-resume-without-checkpoint", train("--resume")),
     Case(
         "train-resume-random-checkpoint",
         train("--resume"),

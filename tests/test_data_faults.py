@@ -78,6 +78,16 @@ SCRIPTS = {
 }
 
 
+@pytest.fixture(autouse=True)
+def _no_library_log_on_stderr(monkeypatch):
+    """Keep the progress lines that an earlier ``python -m b2t_lib`` call in this process routed to stderr out of
+    what these tests read: they check the error line alone (the subprocess table in test_bad_inputs.py checks
+    the whole stderr of each script)."""
+    import logging
+
+    monkeypatch.setattr(logging.getLogger("b2t_lib"), "handlers", [])
+
+
 def prepare(kind: str, raw: Path, out: Path, capsys, *extra: str) -> tuple[int, str]:
     """Run the data script of ``kind`` on ``raw`` through :func:`run_command`: (exit code, stderr)."""
     name, _, options = SCRIPTS[kind]
