@@ -10,7 +10,8 @@ data_scripts/prepare_*.py ...``) given one mistake. For each the same properties
 
 A *warning case* (``warning=True``, the ``table`` command) is the same with exit code 0 and one line that
 starts with ``warning:``. The shared data sets (a prepared MT and LM set, a trained run, raw corpora of the
-four data scripts) are made once per module; a case copies what it breaks into its own folder.
+four data scripts) are made once per module; a case copies what it breaks into its own folder. With
+``BAD_INPUTS_OUT=<folder>`` set, every case's command line, exit code and output are kept there (to read or grep).
 """
 
 from __future__ import annotations
@@ -107,12 +108,23 @@ def snapshot(*roots: Path) -> dict[Path, bytes]:
     return {p: p.read_bytes() for root in roots for p in sorted(root.rglob("*")) if p.is_file()}
 
 
+def case_env(folder: Path, extra: dict | None = None) -> dict:
+    """The environment of a case's command: tiny scale, its own runs folder, nothing downloaded."""
+    # as a user's shell has it: no B2T_ settings, and not inside another make (which would print `make[1]:`)
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("B2T_") and k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")
+    }
+    env.update(PYTHONPATH=str(ROOT), B2T_SCALE="tiny", B2T_RUNS=str(folder / "runs"), TQDM_DISABLE="1")
+    env.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")
+    env.update(extra or {})
+    return env
+
+
 def run_case(case: Case, folder: Path, shared: SimpleNamespace) -> subprocess.CompletedProcess:
     argv = [str(a) for a in case.argv(folder, shared)]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("B2T_")}
-    env.update(PYTHONPATH=str(ROOT), B2T_SCALE="tiny", B2T_RUNS=str(folder / "runs"), TQDM_DISABLE="1")
-    env.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")  # nothing is downloaded
-    env.update(case.env)
+    env = case_env(folder, case.env)
     if case.pipe:  # the exit code of the command, not of the reader
         argv = ["bash", "-c", f'"$@" | {case.pipe}; exit "${{PIPESTATUS[0]}}"', "bash", *argv]
     return subprocess.run(argv, cwd=folder, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
@@ -303,6 +315,19 @@ def make(target: str):
                          f"COURSE_OUT={f / 'build'}"]  # fmt: skip
 
 
+def trains_one_update(data: str):
+    """A check: the data set ``folder/data`` still trains (one update, then the test set is decoded)."""
+
+    def check(folder: Path, shared: SimpleNamespace, stdout: str, stderr: str) -> None:
+        argv = [*B2T, "train", "--data", str(folder / data), "--save-dir", str(folder / "after"), *TINY_RUN]
+        argv[argv.index("--max-update") + 1] = "1"
+        done = subprocess.run(argv, cwd=folder, env=case_env(folder), capture_output=True, text=True, timeout=TIMEOUT_S)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert json.loads(done.stdout)["metrics"]["num_updates"] == 1, done.stdout
+
+    return check
+
+
 CASES = [
     # ------------------------------------------------------------------ train
     Case("train-unknown-option", train("--no-such-option")),
@@ -408,6 +433,7 @@ CASES = [
         "wmt-over-a-good-data-set",
         wmt(),
         setup=steps(copy("wmt_good", "out"), copy("wmt_raw", "raw"), drop_last_line("raw/valid.de")),
+        check=trains_one_update("out"),
     ),
     Case("wikitext-not-utf8", wikitext(), setup=steps(copy("lm_raw", "raw"), not_utf8("raw/train.txt", line=3))),
     Case(
@@ -439,6 +465,10 @@ def test_bad_input_ends_in_one_line_and_changes_nothing(case: Case, shared, tmp_
     finally:
         _make_writable(folder)  # a read-only folder of the case must not stop pytest's cleanup
     output = done.stdout + done.stderr
+    if os.environ.get("BAD_INPUTS_OUT"):  # keep every case's output to read (or grep) afterwards
+        kept = Path(os.environ["BAD_INPUTS_OUT"]) / f"{case.name}.txt"
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        kept.write_text(f"$ {' '.join(map(str, done.args))}\nexit {done.returncode}\n{output}", encoding="utf-8")
     assert "Traceback" not in output, output
     lines = done.stderr.splitlines()
     if case.make:  # make's own report of the failed recipe comes last

@@ -30,6 +30,7 @@ from torch import nn
 
 from ..config import ConfigError, ModelConfig
 from ..data.protocol import DecodableDataset
+from ..data.steps import MANIFEST
 from ..errors import UserError
 from ..loss import LossOutput, label_smoothed_nll_loss
 from ..model import forward_batch
@@ -38,7 +39,6 @@ if TYPE_CHECKING:  # annotations only: the options read the task registry (Train
     from .options import TrainConfig
 
 logger = logging.getLogger(__name__)
-MANIFEST = "manifest.json"  # every prepared data set's manifest (b2t_lib.data.steps.MANIFEST), written last
 
 
 def resolved_path(path: str | Path) -> Path:
