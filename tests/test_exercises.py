@@ -21,7 +21,7 @@ from conftest import load_script
 SOLUTIONS = Path(__file__).resolve().parents[1] / "notebooks" / "solutions"
 
 
-ch01, ch02, ch03, ch04, ch05 = (load_script(SOLUTIONS / f"ch0{i}.py") for i in range(1, 6))
+ch01, ch02, ch03, ch04, ch05, ch06, ch07, ch08, ch09 = (load_script(SOLUTIONS / f"ch0{i}.py") for i in range(1, 10))
 
 
 def stub(*args):
@@ -202,6 +202,126 @@ def critical_width_linear(num_layers, kappa):
     return ((1 - b2t_no_ln_alpha(num_layers)) / (1 + kappa)) ** -5
 
 
+def loss_as_mean(logits, target, epsilon, pad):
+    return ch06.label_smoothed_loss(logits, target, epsilon, pad) / target.ne(pad).sum()
+
+
+def loss_over_padding(logits, target, epsilon, pad):
+    lprobs = F.log_softmax(logits, dim=-1)
+    nll = -lprobs.gather(-1, target.unsqueeze(-1)).squeeze(-1)  # padding positions not masked
+    return ((1 - epsilon) * nll + epsilon / logits.shape[-1] * -lprobs.sum(-1)).sum()
+
+
+def loss_eps_not_divided(logits, target, epsilon, pad):
+    lprobs = F.log_softmax(logits, dim=-1)
+    nll = -lprobs.gather(-1, target.unsqueeze(-1)).squeeze(-1)
+    keep = target.ne(pad)
+    return ((1 - epsilon) * nll[keep] + epsilon * -lprobs.sum(-1)[keep]).sum()
+
+
+def loss_without_pad_column(logits, target, epsilon, pad):
+    lprobs = F.log_softmax(logits, dim=-1)
+    nll = -lprobs.gather(-1, target.unsqueeze(-1)).squeeze(-1)
+    smooth = -lprobs.sum(-1) + lprobs[..., pad]
+    keep = target.ne(pad)
+    return ((1 - epsilon) * nll[keep] + epsilon / logits.shape[-1] * smooth[keep]).sum()
+
+
+def lr_warmup_from_zero(t, lr, warmup_updates, warmup_init_lr):
+    if t < warmup_updates:
+        return t * lr / warmup_updates
+    return lr * math.sqrt(warmup_updates / t)
+
+
+def lr_without_warmup(t, lr, warmup_updates, warmup_init_lr):
+    return lr if t < warmup_updates else lr * math.sqrt(warmup_updates / t)
+
+
+def lr_decay_without_sqrt_w(t, lr, warmup_updates, warmup_init_lr):
+    return ch06.inverse_sqrt_lr(t, lr, warmup_updates, warmup_init_lr) if t < warmup_updates else lr / math.sqrt(t)
+
+
+def rouge_precision(hypothesis, reference, n):
+    hyp, ref = hypothesis.split(), reference.split()
+    grams = [tuple(hyp[i : i + n]) for i in range(len(hyp) - n + 1)]
+    ref_grams = [tuple(ref[i : i + n]) for i in range(len(ref) - n + 1)]
+    matches = sum(min(grams.count(g), ref_grams.count(g)) for g in set(grams))
+    return matches / len(grams)
+
+
+def rouge_unclipped(hypothesis, reference, n):
+    hyp, ref = hypothesis.split(), reference.split()
+    grams = [tuple(hyp[i : i + n]) for i in range(len(hyp) - n + 1)]
+    ref_grams = {tuple(ref[i : i + n]) for i in range(len(ref) - n + 1)}
+    matches = sum(g in ref_grams for g in grams)  # every repeat of a matching n-gram counts
+    if matches == 0:
+        return 0.0
+    p, r = matches / len(grams), matches / (len(ref) - n + 1)
+    return 2 * p * r / (p + r)
+
+
+def rouge_percent(hypothesis, reference, n):
+    return 100 * ch07.rouge_n(hypothesis, reference, n)
+
+
+def corpus_rouge_fraction(hypotheses, references, n):
+    return ch07.corpus_rouge_n(hypotheses, references, n) / 100
+
+
+def adaptive_params_without_clusters(vocab_size, d_model, cutoff, factor):
+    return ch08.adaptive_softmax_params(vocab_size, d_model, cutoff, factor) - d_model * len(cutoff)
+
+
+def adaptive_params_without_projections(vocab_size, d_model, cutoff, factor):
+    dims = [int(d_model // factor**i) for i in range(1, len(cutoff) + 1)]
+    return ch08.adaptive_softmax_params(vocab_size, d_model, cutoff, factor) - d_model * sum(dims)
+
+
+def adaptive_params_full_softmax(vocab_size, d_model, cutoff, factor):
+    return vocab_size * d_model
+
+
+def perplexity_base_2(log_probs, target, pad):
+    return 2 ** ch08.perplexity(log_probs, target, pad).log()
+
+
+def perplexity_over_padding(log_probs, target, pad):
+    return torch.exp(-log_probs.gather(-1, target.unsqueeze(-1)).mean())
+
+
+def perplexity_mean_of_exponents(log_probs, target, pad):
+    keep = target.ne(pad)
+    return torch.exp(-log_probs.gather(-1, target.unsqueeze(-1)).squeeze(-1)[keep]).mean()
+
+
+def frames_without_padding(num_frames):
+    for _ in range(2):
+        num_frames = (num_frames - 5) // 2 + 1
+    return num_frames
+
+
+def frames_one_conv(num_frames):
+    return (num_frames - 1) // 2 + 1
+
+
+def frames_floor_quarter(num_frames):
+    return num_frames // 4
+
+
+def wer_by_hypothesis_length(references, hypotheses):
+    reference_words = sum(len(r.split()) for r in references)
+    return ch09.wer(references, hypotheses) * reference_words / sum(len(h.split()) for h in hypotheses)
+
+
+def wer_mean_of_sentences(references, hypotheses):
+    return sum(ch09.wer([r], [h]) for r, h in zip(references, hypotheses)) / len(references)
+
+
+def wer_case_sensitive(references, hypotheses):
+    errors = sum(ch09.edit_distance(r.split(), h.split()) for r, h in zip(references, hypotheses))
+    return 100 * errors / sum(len(r.split()) for r in references)
+
+
 # exercise -> (checker, the solution's arguments, the stub's arguments, [(wrong arguments, expected message part)])
 CASES = {
     "1.1": (
@@ -302,6 +422,77 @@ CASES = {
         [
             ((critical_width_heuristic,), "alpha + beta < 1 heuristic"),
             ((critical_width_linear,), "the squares add"),
+        ],
+    ),
+    "6.1": (
+        (ch06.label_smoothed_loss,),
+        (stub,),
+        [
+            ((loss_as_mean,), "that is the mean over the tokens"),
+            ((loss_over_padding,), "over the padding positions too"),
+            ((loss_eps_not_divided,), "weight is eps / V, not eps"),
+            ((loss_without_pad_column,), "<pad>'s included"),
+        ],
+    ),
+    "6.2": (
+        (ch06.inverse_sqrt_lr,),
+        (stub,),
+        [
+            ((lr_warmup_from_zero,), "starts at warmup_init_lr, not at 0"),
+            ((lr_without_warmup,), "there is no warmup"),
+            ((lr_decay_without_sqrt_w,), "without sqrt(W)"),
+        ],
+    ),
+    "7.1": (
+        (ch07.rouge_n,),
+        (stub,),
+        [
+            ((rouge_precision,), "that is the precision"),
+            ((rouge_unclipped,), "matches at most as often as it occurs in the reference"),
+            ((rouge_percent,), "a fraction in [0, 1]"),
+        ],
+    ),
+    "7.2": (
+        (ch07.corpus_rouge_n,),
+        (stub,),
+        [
+            ((corpus_rouge_fraction,), "mean F1 times 100"),
+        ],
+    ),
+    "8.1": (
+        (ch08.adaptive_softmax_params,),
+        (stub,),
+        [
+            ((adaptive_params_without_clusters,), "one cluster per tail band"),
+            ((adaptive_params_without_projections,), "projects h from d down to d_i"),
+            ((adaptive_params_full_softmax,), "that is a full softmax"),
+        ],
+    ),
+    "8.2": (
+        (ch08.perplexity,),
+        (stub,),
+        [
+            ((perplexity_base_2,), "in nats (natural log)"),
+            ((perplexity_over_padding,), "padding positions are not tokens"),
+            ((perplexity_mean_of_exponents,), "not the mean of the per-token perplexities"),
+        ],
+    ),
+    "9.1": (
+        (ch09.encoder_frames,),
+        (stub,),
+        [
+            ((frames_without_padding,), "pads 2 frames on both sides"),
+            ((frames_one_conv,), "two stride-2 convolutions: 4x fewer"),
+            ((frames_floor_quarter,), "keeps a last partial stride"),
+        ],
+    ),
+    "9.2": (
+        (ch09.wer,),
+        (stub,),
+        [
+            ((wer_by_hypothesis_length,), "number of *reference* words"),
+            ((wer_mean_of_sentences,), "sums the errors and the words over all sentences"),
+            ((wer_case_sensitive,), "compared lower-cased"),
         ],
     ),
 }

@@ -1,4 +1,4 @@
-"""Automatic checkers for the exercises that end chapters 01-05.
+"""Automatic checkers for the exercises that end chapters 01-09.
 
 Each checker takes the learner's function (or class), runs it on random inputs next to the library's reference,
 and returns a :class:`CheckResult` whose one-line repr says ``solved``, ``not solved yet`` (the stub still raises
@@ -20,6 +20,14 @@ exercise      checker                                  the learner writes
 5.1           :func:`check_b2t_wiring`                 ``b2t_forward(x, sublayers)``
 5.2           :func:`check_decoder_eq8`                ``decoder_eq8(J_sa, J_ln_sa, J_ca, J_ln_ca, J_ffn)``
 5.3           :func:`check_critical_width`             ``critical_width(num_layers, kappa)``
+6.1           :func:`check_label_smoothed_loss`        ``label_smoothed_loss(logits, target, epsilon, pad)``
+6.2           :func:`check_inverse_sqrt`               ``inverse_sqrt_lr(t, lr, warmup_updates, warmup_init_lr)``
+7.1           :func:`check_rouge_n`                    ``rouge_n(hypothesis, reference, n)``
+7.2           :func:`check_corpus_rouge`               ``corpus_rouge_n(hypotheses, references, n)``
+8.1           :func:`check_adaptive_params`            ``adaptive_softmax_params(vocab_size, d_model, cutoff, factor)``
+8.2           :func:`check_perplexity`                 ``perplexity(log_probs, target, pad)``
+9.1           :func:`check_encoder_frames`             ``encoder_frames(num_frames)``
+9.2           :func:`check_wer`                        ``wer(references, hypotheses)``
 ============  =======================================  ==============================================
 """
 
@@ -29,6 +37,10 @@ from .ch02 import check_ln_gradient_factor, check_ln_jacobian
 from .ch03 import check_decay_factor, check_layer_gradient_norms
 from .ch04 import check_layer_similarity, check_similarity_prediction
 from .ch05 import check_b2t_wiring, check_critical_width, check_decoder_eq8
+from .ch06 import check_inverse_sqrt, check_label_smoothed_loss
+from .ch07 import check_corpus_rouge, check_rouge_n
+from .ch08 import check_adaptive_params, check_perplexity
+from .ch09 import check_encoder_frames, check_wer
 
 __all__ = [
     "EXERCISES",
@@ -48,4 +60,12 @@ __all__ = [
     "check_b2t_wiring",
     "check_decoder_eq8",
     "check_critical_width",
+    "check_label_smoothed_loss",
+    "check_inverse_sqrt",
+    "check_rouge_n",
+    "check_corpus_rouge",
+    "check_adaptive_params",
+    "check_perplexity",
+    "check_encoder_frames",
+    "check_wer",
 ]

@@ -135,3 +135,8 @@ def diagnose(
 
 def seeded(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
+
+
+def number(value) -> torch.Tensor:
+    """A float64 tensor of a Python number or list (``torch.tensor`` would make it float32)."""
+    return torch.tensor(value, dtype=torch.float64)
