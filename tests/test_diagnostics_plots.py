@@ -68,3 +68,12 @@ def test_scale_figures():
     fig = plot_b2t_no_ln_scales(np.arange(1, 4), np.ones(3), np.array([64, 128]), np.array([0.4, 0.3]))
     np.testing.assert_allclose(fig.axes[1].lines[0].get_ydata(), [0.4, 0.3])
     plt.close("all")
+
+
+def test_figure3_letters_its_panels_only_when_there_are_two():
+    both = plot_layer_gradient_norms([profile("post_ln", 1.0)])
+    assert [ax.get_title() for ax in both.axes] == ["(a) encoder side", "(b) decoder side"]
+    decoder_only = LayerGradientNorms(variant="b2t", output={"decoder": np.ones(4)}, parameters={"decoder": np.ones(4)})
+    single = plot_layer_gradient_norms([decoder_only], title="16L language models at initialization")
+    assert [ax.get_title() for ax in single.axes] == ["decoder side"]  # a language model's one panel: no "(b)"
+    plt.close("all")

@@ -17,7 +17,15 @@ from ..diagnostics.layer_gradients import LayerGradientNorms
 from ..diagnostics.residual_path import ResidualPathGradients
 from .style import apply_style, variant_color, variant_label
 
-STACK_TITLES = {"encoder": "(a) encoder side", "decoder": "(b) decoder side"}
+STACK_TITLES = {"encoder": "encoder side", "decoder": "decoder side"}
+PANEL_LETTERS = {"encoder": "(a)", "decoder": "(b)"}
+
+
+def stack_title(stack: str, panels: int) -> str:
+    """A panel's title: ``(a) encoder side`` / ``(b) decoder side`` next to each other (Figure 3's layout), the
+    plain ``decoder side`` when the figure has one panel (a language model's decoder, chapter 08)."""
+    title = STACK_TITLES.get(stack, stack)
+    return f"{PANEL_LETTERS[stack]} {title}" if panels > 1 and stack in PANEL_LETTERS else title
 
 
 def plot_layer_gradient_norms(
@@ -28,7 +36,8 @@ def plot_layer_gradient_norms(
     colors: Sequence[str] | None = None,
     title: str | None = None,
 ):
-    r"""Figure 3: one panel per stack, the gradient norm of every layer (1 = bottom), log scale.
+    r"""Figure 3: one panel per stack, the gradient norm of every layer (1 = bottom), log scale; the panels are
+    lettered (a) and (b) when there are two, a decoder-only model's one panel is not.
 
     ``kind="output"`` plots :math:`\lVert\partial\mathcal L/\partial y_l\rVert`, ``"parameters"`` the
     norm of the layer's parameter gradients. Lines are colored by variant; ``labels`` and
@@ -56,7 +65,7 @@ def plot_layer_gradient_norms(
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("layer (1 = bottom)")
         ax.set_ylabel("gradient norm" + (" of parameters" if kind == "parameters" else " of layer output"))
-        ax.set_title(STACK_TITLES.get(stack, stack))
+        ax.set_title(stack_title(stack, len(stacks)))
         ax.legend()
     if title:
         fig.suptitle(title)
