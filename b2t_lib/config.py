@@ -295,6 +295,9 @@ class ModelConfig:
             raise ConfigError("a speech model needs an encoder: set --encoder-layers to 1 or more")
         if not self.conv_kernel_sizes or any(k < 1 for k in self.conv_kernel_sizes):
             raise ConfigError(f"conv_kernel_sizes must be one or more positive sizes, got {self.conv_kernel_sizes}")
+        if any(k % 2 == 0 for k in self.conv_kernel_sizes):
+            # padding k // 2 keeps floor((L - 1) / 2) + 1 positions only for an odd k (fairseq's 5,5)
+            raise ConfigError(f"conv_kernel_sizes must be odd (as fairseq's 5,5), got {self.conv_kernel_sizes}")
         if self.conv_channels < 2 or self.conv_channels % 2:
             raise ConfigError(f"conv_channels must be even (GLU halves them), got {self.conv_channels}")
         if self.input_features < 1:

@@ -124,6 +124,7 @@ def test_speech_options_are_model_config_fields_checked_where_they_apply():
         (dict(encoder_input="speech"), "--no-share-embeddings"),
         (dict(SMALL, conv_channels=33), "even"),
         (dict(SMALL, conv_kernel_sizes=()), "conv_kernel_sizes"),
+        (dict(SMALL, conv_kernel_sizes=(4, 4)), "must be odd"),  # the lengths would not match the output
         (dict(SMALL, specaug_time_masks=-1), "specaug_time_masks"),
         (dict(SMALL, specaug_time_proportion=0.0), "specaug_time_proportion"),
         (dict(SMALL, encoder_input="audio"), "encoder_input"),
