@@ -136,7 +136,11 @@ _PRESETS: dict[tuple[str, str], dict] = {
         warmup_updates=4000,
         max_update=50000,
         max_tokens=3584,
-        tokens_per_update=3584 * 128,  # not stated in the paper; MT's batch
+        # Not stated in the paper. Table 7's GPUs x Table 6's 3584 tokens per GPU read as for MT give 64 x 3584 ~ 229K
+        # (6L-6L) and 144 x 3584 ~ 516K (18L-18L); the first author's Gigaword recipe (takase/control-length: 4 GPUs
+        # x update-freq 16 x 3584) gives 229K. The preset keeps MT's 128 x 3584 ~ 459K at both depths, so that the
+        # two depths differ in depth only, as in MT; --tokens-per-update 229376 / 516096 trains the per-depth reading.
+        tokens_per_update=3584 * 128,
         data="data/gigaword",
         eval_batch_size=128,
         # As for MT: a checkpoint at every epoch end (fairseq's default; a few hundred updates of Gigaword at
@@ -179,7 +183,8 @@ _PRESETS: dict[tuple[str, str], dict] = {
     # block of tokens_per_sample 1024 (the field default) per GPU (B&A: 3072-token blocks, update-freq 3 on
     # 8 GPUs). Table 6 names no gradient clipping (B&A: 0.1): none, as in the B2T README's recipe. Table 7
     # lists 192 GPUs for 16L (128 for 6L); with Table 6's 1024 tokens per GPU that may mean 1.5x the
-    # tokens per update for 16L, which the paper does not state: the preset keeps 128 x 1024.
+    # tokens per update for 16L (197K), which the paper does not state: the preset keeps 128 x 1024 at both depths,
+    # so that they differ in depth only; --tokens-per-update 196608 trains the 16L reading.
     # Perplexity uses context_window 512 (fairseq's adaptive-input README of that time evaluates
     # with 512 new tokens per block: --context-window 2560 at 3072; see b2t_lib/train/lm_task.py).
     ("lm", "full"): dict(

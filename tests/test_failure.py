@@ -545,3 +545,18 @@ def test_post_ln_18L_stalls_exits_3_and_prints_training_failed_while_b2t_trains(
     assert row("Post-LN (ours)", "  Training failed*") in lines
     assert lines[-1].startswith("* stalled: validation NLL ") and "never left the plateau" in lines[-1]
     assert any(line.startswith("  B2T connection (ours)") and "Training failed" not in line for line in lines)
+
+
+def test_logs_by_section_lays_the_runs_out_as_the_tables_do(tmp_path):
+    from b2t_lib.paper_tables import logs_by_section
+
+    runs = {"b2t_18L": _record("mt", "b2t", 18, 18), "post_ln_18L": STALLED, "pre_ln_6L": _record("mt", "pre_ln", 6, 6)}
+    for name, record in runs.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "result.json").write_text(json.dumps(record))
+        (tmp_path / name / "log.jsonl").write_text(json.dumps({"kind": "train", "update": 1, "loss": 9.0}) + "\n")
+    (tmp_path / "not_a_run").mkdir()
+    logs, status = logs_by_section(sorted(tmp_path.iterdir()))
+    assert list(logs) == ["6L-6L", "18L-18L"] and list(logs["18L-18L"]) == ["post_ln", "b2t"]  # depth, registry order
+    assert status == {"6L-6L": {"pre_ln": "completed"}, "18L-18L": {"post_ln": "stalled", "b2t": "completed"}}
+    assert logs["6L-6L"]["pre_ln"] == [{"kind": "train", "update": 1, "loss": 9.0}]

@@ -5,6 +5,7 @@ execution count fails nbval with "Unrun reference cell has outputs". Both are ca
 """
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -106,3 +107,29 @@ def test_every_nbval_marker_is_one_nbval_recognises(path):
         f"{path.name}: nbval ignores these marker comments (cell index, line): {bad}. A marker must be "
         "the whole comment line, e.g. `# NBVAL_IGNORE_OUTPUT`; put the explanation on the next line"
     )
+
+
+# --- the task chapters' prose ----------------------------------------------------------------------------------------
+# A markdown cell says one thing: at most 200 words (aim for 150). Plumbing (the runs folder's environment variable,
+# nbval's markers, the tracker's issue numbers) belongs in docs/, not in what a learner reads.
+TASK_CHAPTERS = [p for p in NOTEBOOKS if p.name[:2] in ("06", "07", "08", "09")]
+PLUMBING = re.compile(r"B2T_RUNS|NBVAL|\bissues? #?\d+", re.IGNORECASE)
+
+
+def markdown_cells(path: Path) -> list[tuple[int, str]]:
+    cells = json.loads(path.read_text())["cells"]
+    return [(i, "".join(c["source"])) for i, c in enumerate(cells) if c["cell_type"] == "markdown"]
+
+
+def test_the_prose_rules_catch_what_they_are_meant_to():
+    assert PLUMBING.search("runs go to $B2T_RUNS") and PLUMBING.search("as issue 21 asked")
+    assert PLUMBING.search("the # NBVAL_IGNORE_OUTPUT marker") and not PLUMBING.search("the 18L runs, Table 1")
+
+
+@pytest.mark.parametrize("path", TASK_CHAPTERS, ids=lambda p: p.name)
+def test_task_chapter_markdown_is_short_and_free_of_plumbing(path):
+    assert len(TASK_CHAPTERS) == 4
+    long = {i: len(text.split()) for i, text in markdown_cells(path) if len(text.split()) > 200}
+    assert not long, f"{path.name}: markdown cells over 200 words (cell: words): {long}"
+    plumbing = {i: PLUMBING.findall(text) for i, text in markdown_cells(path) if PLUMBING.search(text)}
+    assert not plumbing, f"{path.name}: plumbing in the prose (cell: what): {plumbing}; move it to docs/"

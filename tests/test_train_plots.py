@@ -63,3 +63,31 @@ def test_training_curves_put_one_depth_per_panel_and_mark_diverged_runs():
         assert "no training runs" in str(err)
     else:
         raise AssertionError("an empty list must be refused")
+
+
+def test_run_curves_put_training_above_validation_one_column_per_section():
+    from b2t_lib.plots.training import plot_run_curves
+
+    logs = {"6L-6L": _logs(), "18L-18L": {"b2t": _logs()["b2t"]}}
+    fig = plot_run_curves(logs, {"6L-6L": {"post_ln": "stalled"}}, baseline=7.0)
+    (top6, top18), (bottom6, bottom18) = fig.axes[0:2], fig.axes[2:4]
+    assert (top6.get_title(), top18.get_title()) == ("6L-6L", "18L-18L")
+    drawn = lambda ax: {ln.get_label(): list(ln.get_ydata()) for ln in ax.get_lines() if ln.get_label()[0] != "_"}  # noqa: E731
+    assert drawn(top6)["Post-LN (training failed)"][:2] == [9.0, 9.5] and drawn(bottom6)["B2T connection"] == [3.0]
+    assert set(drawn(top18)) == {"B2T connection", "unigram baseline"} and drawn(bottom18)["unigram baseline"] == [7, 7]
+
+
+def test_paper_beside_ours_draws_both_scores_and_marks_each_failed_run():
+    from b2t_lib.paper_tables import FailedRun, paper_table
+    from b2t_lib.plots.tables import plot_paper_vs_ours
+
+    ours = {"18L-18L": {"b2t": [None] * 7 + [12.5], "post_ln": FailedRun("stalled"), "pre_ln": [None] * 7 + [11.0]}}
+    fig = plot_paper_vs_ours(1, ours, "Average", "tiny", "BLEU")
+    ax = fig.axes[0]
+    heights = sorted(round(bar.get_height(), 2) for bar in ax.patches)
+    paper = paper_table(1)
+    assert heights == sorted([12.5, 11.0, paper.value("18L-18L", "b2t", "Average"),
+                              paper.value("18L-18L", "pre_ln", "Average")])  # fmt: skip
+    failed = [text.get_text() for text in ax.texts]
+    assert failed == ["failed", "failed"]  # the paper's Post-LN 18L-18L and ours: no bar, a cross
+    assert [tick.get_text() for tick in ax.get_xticklabels()] == ["Post-LN", "Pre-LN", "B2T connection"]  # paper order

@@ -1,4 +1,5 @@
-"""Training curves: Figure 1 (training loss of 18L-18L models) and Figure 6 (validation NLL).
+"""Training curves: Figure 1 (training loss of 18L-18L models), Figure 6 (validation NLL), and both for every run
+of a table (:func:`plot_run_curves`).
 
 Both take what a run writes to ``log.jsonl`` (:func:`b2t_lib.train.read_log`), one list of
 entries per variant, and the runs' statuses, so that a run that diverged or stalled
@@ -78,4 +79,37 @@ def plot_valid_nll(
     ax.set_ylabel("validation NLL (bits / token)")
     ax.set_title(title)
     ax.legend()
+    return fig
+
+
+def plot_run_curves(
+    logs: dict[str, dict[str, list[dict]]],
+    status: dict[str, dict[str, str]] | None = None,
+    baseline: float | None = None,
+    title: str | None = None,
+    clip: float | None = None,
+):
+    """Every run a table reports, as curves: one column per section (``logs[section][variant]`` is a run's
+    ``log.jsonl``), the training loss on top and the validation NLL below; a failed run is dashed, as in Figures
+    1 and 6. ``baseline`` (the unigram baseline, bits per token) is drawn as a dotted line in both rows."""
+    apply_style()
+    status = status or {}
+    fig, axes = plt.subplots(2, len(logs), figsize=(4.4 * len(logs), 6.4), squeeze=False, sharex="col")
+    for column, (section, runs) in enumerate(logs.items()):
+        train = {v: [e for e in entries if e.get("kind", "train") == "train"] for v, entries in runs.items()}
+        valid = {v: [e for e in entries if e.get("kind") == "valid"] for v, entries in runs.items()}
+        _plot_runs(axes[0][column], train, "loss", status.get(section), clip)
+        _plot_runs(axes[1][column], valid, "valid_nll", status.get(section), clip)
+        axes[0][column].set_title(section)
+        axes[1][column].set_xlabel("updates")
+        for ax in axes[:, column]:
+            if baseline is not None:
+                ax.axhline(baseline, color="gray", linestyle=":", label="unigram baseline")
+    axes[0][0].set_ylabel("training loss (bits / token)")
+    axes[1][0].set_ylabel("validation NLL (bits / token)")
+    for ax in axes[0]:
+        ax.legend(fontsize=8)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
     return fig
