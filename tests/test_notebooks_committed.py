@@ -122,7 +122,7 @@ def markdown_cells(path: Path) -> list[tuple[int, str]]:
 
 
 def test_the_prose_rules_catch_what_they_are_meant_to():
-    assert PLUMBING.search("runs go to $B2T_RUNS") and PLUMBING.search("as issue 21 asked")
+    assert PLUMBING.search("runs go to $B2T_RUNS") and PLUMBING.search(f"as issue {42} asked")
     assert PLUMBING.search("the # NBVAL_IGNORE_OUTPUT marker") and not PLUMBING.search("the 18L runs, Table 1")
 
 
