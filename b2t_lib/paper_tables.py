@@ -450,15 +450,14 @@ def collect_results(
 def logs_by_section(paths) -> tuple[dict[str, dict[str, list[dict]]], dict[str, dict[str, str]]]:
     """The training logs of the runs in ``paths`` (run folders), laid out as the tables are: ``logs[section][variant]``
     (a run's ``log.jsonl`` entries) and ``status[section][variant]``, sections by depth and variants in the
-    registry's order, for :func:`b2t_lib.plots.training.plot_run_curves`. Folders without a record are skipped."""
+    registry's order, for :func:`b2t_lib.plots.training.plot_run_curves`. Folders without a record are skipped, as
+    :func:`read_results` skips them."""
     from .train.records import read_log
 
-    found = []
-    for path in map(Path, paths):
-        record_file = path / "result.json"
-        if record_file.is_file():
-            record = json.loads(record_file.read_text())
-            found.append((section_of(record), record.get("variant", _config(record).get("variant")), path, record))
+    found = [
+        (section_of(record), record.get("variant", _config(record).get("variant")), file.parent, record)
+        for file, record in _read_records(paths, _log_warning)  # an unreadable record is warned about, skipped
+    ]
     order = list(VARIANTS)
     found.sort(key=lambda f: (int(f[0].split("L")[0]), order.index(f[1]) if f[1] in order else len(order)))
     logs: dict[str, dict[str, list[dict]]] = {}
