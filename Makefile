@@ -26,7 +26,7 @@ help:
 	@echo "make unit-tests the fast tests only (no training, no data pipeline; under a minute)"
 	@echo "make test-portable  strict nbval on every notebook again, in another numeric environment (1 thread,"
 	@echo "                portable kernels): a stored output that depends on the CPU fails here first"
-	@echo "make rehearse   rehearse small and full on this CPU: every notebook at B2T_SCALE=small and =full and the"
+	@echo "make rehearse   rehearse small and full on this CPU: every notebook that reads the scale at B2T_SCALE=small and =full, the"
 	@echo "                documented small/full commands, sizes shrunk by one rule, on miniature copies of the real"
 	@echo "                data sources (B2T_REHEARSAL=1); in a copy of the working tree under build/rehearsal/"
 	@echo "make gpu-check  on a CUDA GPU: bf16 step time, MFU and memory of 6L/18L against nn.Transformer, adaptive vs"
@@ -94,8 +94,8 @@ course: $(STAMP)
 REHEARSAL_DIR := $(CURDIR)/build/rehearsal
 # the chapters that train most first (two run at a time)
 REHEARSAL_ORDER := $(shell printf '%s\n' $(NOTEBOOKS) | sort -r)
-# at full, only the chapters that read the scale (get_scale): the others compute the same thing at every scale, and
-# the small pass has run them through `make course` already
+# at both scales, only the chapters that read the scale (get_scale): the others (01-05) compute the same thing at
+# every scale, and `make test` runs them (a claim there is an assert at tiny, so nothing is left unchecked)
 REHEARSAL_SCALED := $(shell grep -l get_scale $(REHEARSAL_ORDER))
 REHEARSAL_ENV := B2T_REHEARSAL=1 HF_HOME=$(REHEARSAL_DIR)/hf HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 \
                  PYTHONPATH=$(REHEARSAL_DIR)/repo B2T_RUNS=$(REHEARSAL_DIR)/repo/runs TQDM_DISABLE=1
@@ -108,7 +108,7 @@ rehearse: $(STAMP)
 	@ln -sfn $(CURDIR)/.venv $(REHEARSAL_DIR)/repo/.venv
 	$(BIN)/python -m b2t_lib.data.miniature $(REHEARSAL_DIR)/hf
 	@for scale in small full; do \
-	  if [ $$scale = small ]; then notebooks="$(REHEARSAL_ORDER)"; else notebooks="$(REHEARSAL_SCALED)"; fi; \
+	  notebooks="$(REHEARSAL_SCALED)"; \
 	  echo "== rehearsal: make course B2T_SCALE=$$scale"; \
 	  $(REHEARSAL_ENV) $(MAKE) --no-print-directory -C $(REHEARSAL_DIR)/repo -o .venv/.installed course \
 	    B2T_SCALE=$$scale COURSE_OUT=build/$$scale COURSE_JOBS=2 NOTEBOOKS="$$notebooks" || exit 1; \

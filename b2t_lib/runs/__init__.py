@@ -9,7 +9,8 @@ The orchestration sits above the engine (:mod:`b2t_lib.train`): it builds config
 process's workers at ``tiny``, detached processes at ``small``/``full``) and reads their folders; the engine never
 imports it. Modules: :mod:`.launch` (``launch``), :mod:`.queue` (the detached queue runner), :mod:`.state` (a
 run's state from its folder), :mod:`.progress` (bars), :mod:`.sweep` (runs side by side in this machine's
-processes), :mod:`.cost` (FLOPs per update and estimated GPU-hours).
+processes), :mod:`.cost` (FLOPs per update and estimated GPU-hours), :mod:`.seeds` (the same runs with other seeds,
+and a verdict judged on each before the runs end).
 """
 
 from .cost import estimate_gpu_hours
