@@ -8,10 +8,11 @@ therefore train their deep runs with three seeds and count how many agree:
 ::
 
     from b2t_lib.runs import launch
-    from b2t_lib.runs.seeds import with_seeds, valid_nll_at
+    from b2t_lib.runs.seeds import judge_seeds, seeds_group, with_seeds
 
     more = with_seeds(runs, seeds=(2, 3))              # {"post_ln_18L_seed2": cfg(seed=2), ...}
-    records = launch(more, "06_machine_translation_tiny_seeds")
+    launch(more, seeds_group(group))                   # in "<group>_seeds"
+    verdicts = judge_seeds(group, (1, 2, 3), at=300, fails="post_ln_18L", trains=["pre_ln_18L", "b2t_18L"], ...)
 
 The seed (``TrainConfig.seed``) sets the initial weights, the order of the training batches and the dropout
 masks; everything else stays. The extra runs skip the test-set evaluation (``eval_at_end=False``): a verdict
@@ -70,11 +71,6 @@ def valid_curve(log: list[dict], start: int = 0) -> list[float]:
     return [float(e["valid_nll"]) for e in log if e.get("kind") == "valid" and e["update"] >= start]
 
 
-def agreement(verdicts: dict[int, SeedVerdict]) -> str:
-    """``"k of n seeds"``: how many seeds' verdicts agree with the claim."""
-    return f"{sum(v.holds for v in verdicts.values())} of {len(verdicts)} seeds"
-
-
 def seed_folder(group: str, name: str, seed: int, first_seed: int = 1) -> Path:
     """The folder of run ``name`` with ``seed``: the chapter's own run (``group/name``) for ``first_seed``, the
     extra run (``<group>_seeds/<name>_seed<seed>``) otherwise."""
@@ -111,8 +107,9 @@ def judge_seed(
     * the run ``fails`` is above ``fail_above`` there *and* at its last validation, and fell by less than
       ``max_drop`` bits in between: it is on a plateau, not slowly leaving it.
 
-    A missing validation (a run that stopped before ``at``) counts against ``trains`` and, for ``fails``, means it
-    stopped earlier as stalled or diverged, which the caller checks from its status.
+    A run without a validation at or after ``at`` (it stopped earlier) breaks the verdict, whichever side it is on:
+    the chapters judge no later than the stall deadline, where a stalled run stops, so a missing point there means
+    the run diverged or crashed, and the log cannot tell which. Read the status (:func:`seed_statuses`) for that.
     """
     trains = list(trains)
     nll = {name: valid_nll_at(logs[name], at) for name in [fails, *trains]}
@@ -126,6 +123,11 @@ def judge_seed(
         and fail_drop < max_drop
     )
     return SeedVerdict(seed, nll, fail_end, fail_drop, holds)
+
+
+def agreement(verdicts: dict[int, SeedVerdict]) -> str:
+    """``"k of n seeds"``: how many seeds' verdicts agree with the claim."""
+    return f"{sum(v.holds for v in verdicts.values())} of {len(verdicts)} seeds"
 
 
 def seed_statuses(group: str, name: str, seeds: Iterable[int]) -> dict[int, str | None]:
