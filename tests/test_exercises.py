@@ -420,7 +420,7 @@ CASES = {
         (ch05.critical_width,),
         (stub,),
         [
-            ((critical_width_heuristic,), "alpha + beta < 1 heuristic"),
+            ((critical_width_heuristic,), "identity-only heuristic alpha + beta < 1"),
             ((critical_width_linear,), "the squares add"),
         ],
     ),

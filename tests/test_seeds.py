@@ -42,6 +42,17 @@ def test_with_seeds_changes_the_seed_and_the_final_evaluation_only(tmp_path):
         assert differs == {"seed", "eval_at_end"} and other.seed == seed and not other.eval_at_end
 
 
+def test_with_seeds_stops_the_named_runs_early_and_validates_less_often(tmp_path):
+    cfg = TrainConfig.from_preset("mt", "tiny", encoder_layers=2, decoder_layers=2, data=str(tmp_path))
+    runs = {"post": cfg.replace(max_update=400), "b2t": cfg.replace(max_update=400)}
+    more = with_seeds(runs, (2,), until={"b2t": 300, "post": 900}, valid_interval=100)
+    assert more["b2t_seed2"].max_update == 300
+    assert more["post_seed2"].max_update == 400  # until never lengthens a run
+    assert {c.valid_interval for c in more.values()} == {100}
+    with pytest.raises(ValueError, match="pre"):
+        with_seeds(runs, (2,), until={"pre": 300})  # a typo would silently train the whole run
+
+
 def test_valid_nll_at_reads_the_first_validation_at_or_after_the_update():
     assert valid_nll_at(TRAINS, 250) == 6.5
     assert valid_nll_at(TRAINS, 300) == 6.5

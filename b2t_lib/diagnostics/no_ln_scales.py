@@ -7,7 +7,8 @@ sum of its sub-layer outputs (every inner sum is a plain residual), so
     y=(\alpha+\beta)\,x+\beta\,B(x),\qquad
     g_{x}=(\alpha+\beta)\,g_y+\beta\,J_B^\top g_y .
 
-The paper's heuristic keeps only the first term: a factor :math:`\alpha+\beta` per layer. At initialization the
+The paper states no per-layer factor; reading Eq. 10-11 as one keeps only the first term, a factor
+:math:`\alpha+\beta` per layer (this course's *identity-only heuristic*). At initialization the
 branch term is nearly orthogonal to :math:`g_y` (random weights), so the two add in quadrature:
 
 .. math::
@@ -54,7 +55,8 @@ def b2t_no_ln_layer_factor(num_layers: int, d_model: int, branch_gain: float = 0
 def b2t_no_ln_critical_width(num_layers: int, branch_gain: float = 0.0) -> float:
     r"""The width :math:`d^*` at which the per-layer factor is 1; wider models keep the gradient from growing.
 
-    ``branch_gain=0`` gives the paper's heuristic :math:`(1-\alpha)^{-5}` (only :math:`\alpha+\beta<1`).
+    ``branch_gain=0`` gives the identity-only heuristic :math:`(1-\alpha)^{-5}` (only :math:`\alpha+\beta<1`; this
+    course's reading, not a rule of the paper).
     """
     if branch_gain < 0:
         raise ValueError(f"branch_gain is a norm ratio and cannot be negative, got {branch_gain}")

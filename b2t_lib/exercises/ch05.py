@@ -175,8 +175,8 @@ def check_critical_width(fn) -> str:
         mistakes = [
             (
                 torch.tensor((1 - alpha) ** -5),
-                "that is the paper's alpha + beta < 1 heuristic: it leaves out the branch term beta J_B^T g, which "
-                "adds beta^2 kappa^2 to the squared factor",
+                "that is the identity-only heuristic alpha + beta < 1: it leaves out the branch term beta J_B^T g, "
+                "which adds beta^2 kappa^2 to the squared factor",
             ),
             (
                 torch.tensor(linear_beta**-5),

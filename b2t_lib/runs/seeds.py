@@ -46,14 +46,35 @@ def seed_name(name: str, seed: int) -> str:
     return f"{name}_seed{seed}"
 
 
-def with_seeds(runs: dict[str, TrainConfig], seeds: Iterable[int]) -> dict[str, TrainConfig]:
+def with_seeds(
+    runs: dict[str, TrainConfig],
+    seeds: Iterable[int],
+    *,
+    until: dict[str, int] | None = None,
+    valid_interval: int | None = None,
+) -> dict[str, TrainConfig]:
     """Each run of ``runs`` once per seed of ``seeds``, named :func:`seed_name`; identical but for the seed,
-    and not evaluated on the test sets at the end (the verdicts read the validation NLL)."""
-    return {
-        seed_name(name, seed): cfg.replace(seed=int(seed), eval_at_end=False)
-        for seed in seeds
-        for name, cfg in runs.items()
-    }
+    and not evaluated on the test sets at the end (the verdicts read the validation NLL).
+
+    Two savings that change no number a verdict reads: ``until`` (run name -> update) stops a run there instead of
+    at its ``max_update`` (a run that should train is read only at the judgment update; the schedule does not depend
+    on ``max_update``, so the updates before are the same), and ``valid_interval`` validates less often (validation
+    draws no random numbers, so training is the same; keep it a divisor of the judgment update, the stall deadline
+    and the end, so that the verdict's points are validated)."""
+    until = until or {}
+    unknown = sorted(set(until) - set(runs))
+    if unknown:
+        raise ValueError(f"with_seeds: until names runs that are not given: {', '.join(unknown)}")
+    out = {}
+    for seed in seeds:
+        for name, cfg in runs.items():
+            changes = dict(seed=int(seed), eval_at_end=False)
+            if name in until:
+                changes["max_update"] = min(int(until[name]), cfg.max_update)
+            if valid_interval:
+                changes["valid_interval"] = int(valid_interval)
+            out[seed_name(name, seed)] = cfg.replace(**changes)
+    return out
 
 
 def valid_nll_at(log: list[dict], update: int) -> float:
