@@ -34,6 +34,9 @@ def test_figure3_draws_each_profile_per_stack():
     assert encoder.lines[1].get_color() == variant_color("b2t") and encoder.get_yscale() == "log"
     fig_params = plot_layer_gradient_norms([profile("pre_ln", 1.0)], kind="parameters", labels=["x"])
     np.testing.assert_allclose(fig_params.axes[1].lines[0].get_ydata(), [7.0, 7.0])
+    below = plot_layer_gradient_norms([profile("post_ln", 1.0), profile("b2t", 2.0)], legend="below")
+    assert not any(ax.get_legend() for ax in below.axes) and len(below.legends) == 1
+    assert [t.get_text() for t in below.legends[0].get_texts()] == ["Post-LN", "B2T connection"]
     plt.close("all")
 
 

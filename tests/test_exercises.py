@@ -21,7 +21,9 @@ from conftest import load_script
 SOLUTIONS = Path(__file__).resolve().parents[1] / "notebooks" / "solutions"
 
 
-ch01, ch02, ch03, ch04, ch05, ch06, ch07, ch08, ch09 = (load_script(SOLUTIONS / f"ch0{i}.py") for i in range(1, 10))
+ch01, ch02, ch03, ch04, ch05, ch06, ch07, ch08, ch09, ch10, ch11 = (
+    load_script(SOLUTIONS / f"ch{i:02d}.py") for i in range(1, 12)
+)
 
 
 def stub(*args):
@@ -323,6 +325,61 @@ def wer_case_sensitive(references, hypotheses):
 
 
 # exercise -> (checker, the solution's arguments, the stub's arguments, [(wrong arguments, expected message part)])
+
+
+def deepnet_encoder_alone(role, encoder_layers, decoder_layers):
+    if role == "encoder":
+        return (2 * encoder_layers) ** 0.25, (8 * encoder_layers) ** -0.25  # the encoder-only row
+    return ch10.deepnet_alpha_beta(role, encoder_layers, decoder_layers)
+
+
+def deepnet_torchscale_beta(role, encoder_layers, decoder_layers):
+    alpha, beta = ch10.deepnet_alpha_beta(role, encoder_layers, decoder_layers)
+    return (alpha, beta / 0.87 * 1.15) if role == "encoder" else (alpha, beta)
+
+
+def deepnet_decoder_as_lm(role, encoder_layers, decoder_layers):
+    if role == "decoder":
+        return (2 * decoder_layers) ** 0.25, (8 * decoder_layers) ** -0.25
+    return ch10.deepnet_alpha_beta(role, encoder_layers, decoder_layers)
+
+
+def word_dropout_rescaled(embedded, rate, keep_first):
+    return ch10.word_dropout(embedded, rate, keep_first) / (1 - rate)
+
+
+def word_dropout_elementwise(embedded, rate, keep_first):
+    keep = torch.rand(embedded.shape) >= rate
+    if keep_first:
+        keep[:, 0] = True
+    return embedded * keep.to(embedded.dtype)
+
+
+def word_dropout_drops_the_first(embedded, rate, keep_first):
+    return ch10.word_dropout(embedded, rate, False)
+
+
+def realformer_plain(raw_scores, running_mean):
+    return raw_scores
+
+
+def realformer_always_mean(raw_scores, running_mean):
+    return ch11.realformer_logits(raw_scores, True)
+
+
+def realformer_adds_probabilities(raw_scores, running_mean):
+    return ch11.realformer_logits(torch.softmax(raw_scores, dim=-1), running_mean)
+
+
+def tfixup_without_sqrt2(encoder_layers, decoder_layers):
+    factors = ch11.tfixup_factors(encoder_layers, decoder_layers)
+    return [factors[0], factors[0], factors[2], factors[2], factors[4]]
+
+
+def tfixup_embedding_by_decoder(encoder_layers, decoder_layers):
+    return ch11.tfixup_factors(encoder_layers, decoder_layers)[:4] + [(9 * decoder_layers) ** -0.25]
+
+
 CASES = {
     "1.1": (
         (ch01.post_ln_forward, ch01.pre_ln_forward),
@@ -493,6 +550,41 @@ CASES = {
             ((wer_by_hypothesis_length,), "number of *reference* words"),
             ((wer_mean_of_sentences,), "sums the errors and the words over all sentences"),
             ((wer_case_sensitive,), "compared lower-cased"),
+        ],
+    ),
+    "10.1": (
+        (ch10.deepnet_alpha_beta,),
+        (stub,),
+        [
+            ((deepnet_encoder_alone,), "that is the row of a stack alone"),
+            ((deepnet_torchscale_beta,), "torchscale's factor 1.15"),
+            ((deepnet_decoder_as_lm,), "that is the row of a decoder-only model"),
+        ],
+    ),
+    "10.2": (
+        (ch10.word_dropout,),
+        (stub,),
+        [
+            ((word_dropout_rescaled,), "no rescaling"),
+            ((word_dropout_elementwise,), "like nn.Dropout"),
+            ((word_dropout_drops_the_first,), "first position"),
+        ],
+    ),
+    "11.1": (
+        (ch11.realformer_logits,),
+        (stub,),
+        [
+            ((realformer_plain,), "that is plain attention"),
+            ((realformer_always_mean,), "that is the running-mean option"),
+            ((realformer_adds_probabilities,), "not the attention probabilities"),
+        ],
+    ),
+    "11.2": (
+        (ch11.tfixup_factors,),
+        (stub,),
+        [
+            ((tfixup_without_sqrt2,), "times sqrt(2)"),
+            ((tfixup_embedding_by_decoder,), "by the encoder's factor"),
         ],
     ),
 }

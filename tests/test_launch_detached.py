@@ -188,6 +188,7 @@ def test_the_small_preset_runs_detached_on_the_cpu_shows_progress_and_completes(
         log_interval=1,
         max_tokens=1024,
         tokens_per_update=2048,
+        max_len_b=10,  # an untrained model writes up to the length limit: 10 tokens keep the beam search short
     )
     assert (cfg.model.d_model, cfg.model.encoder_layers, cfg.model.decoder_layers) == (512, 6, 6)
     try:

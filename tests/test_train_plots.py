@@ -57,6 +57,13 @@ def test_training_curves_put_one_depth_per_panel_and_mark_diverged_runs():
     cross = [line for line in deep.get_lines() if line.get_marker() == "x"]
     assert len(cross) == 1 and list(cross[0].get_xdata()) == [3]  # where the diverged run ended
     assert cross[0].get_color() == variant_color("post_ln")
+    # one legend, under the panels (inside it covered the first updates), naming every line once
+    assert not any(ax.get_legend() for ax in fig.axes) and len(fig.legends) == 1
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == [
+        "Post-LN (stalled)",
+        "B2T connection",
+        "Post-LN (diverged)",
+    ]
     try:
         plot_training_curves([])
     except ValueError as err:

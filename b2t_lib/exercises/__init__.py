@@ -1,4 +1,4 @@
-"""Automatic checkers for the exercises that end chapters 01-09.
+"""Automatic checkers for the exercises that end chapters 01-11.
 
 Each checker takes the learner's function (or class), runs it on random inputs next to the library's reference,
 and returns a :class:`CheckResult` whose one-line repr says ``solved``, ``not solved yet`` (the stub still raises
@@ -28,6 +28,10 @@ exercise      checker                                  the learner writes
 8.2           :func:`check_perplexity`                 ``perplexity(log_probs, target, pad)``
 9.1           :func:`check_encoder_frames`             ``encoder_frames(num_frames)``
 9.2           :func:`check_wer`                        ``wer(references, hypotheses)``
+10.1          :func:`check_deepnet_constants`          ``deepnet_alpha_beta(role, encoder_layers, decoder_layers)``
+10.2          :func:`check_word_dropout`               ``word_dropout(embedded, rate, keep_first)``
+11.1          :func:`check_realformer_logits`          ``realformer_logits(raw_scores, running_mean)``
+11.2          :func:`check_tfixup_factors`             ``tfixup_factors(encoder_layers, decoder_layers)``
 ============  =======================================  ==============================================
 """
 
@@ -41,6 +45,8 @@ from .ch06 import check_inverse_sqrt, check_label_smoothed_loss
 from .ch07 import check_corpus_rouge, check_rouge_n
 from .ch08 import check_adaptive_params, check_perplexity
 from .ch09 import check_encoder_frames, check_wer
+from .ch10 import check_deepnet_constants, check_word_dropout
+from .ch11 import check_realformer_logits, check_tfixup_factors
 
 __all__ = [
     "EXERCISES",
@@ -68,4 +74,8 @@ __all__ = [
     "check_perplexity",
     "check_encoder_frames",
     "check_wer",
+    "check_deepnet_constants",
+    "check_word_dropout",
+    "check_realformer_logits",
+    "check_tfixup_factors",
 ]

@@ -35,6 +35,7 @@ def plot_layer_gradient_norms(
     linestyles: Sequence[str] | None = None,
     colors: Sequence[str] | None = None,
     title: str | None = None,
+    legend: str = "inside",
 ):
     r"""Figure 3: one panel per stack, the gradient norm of every layer (1 = bottom), log scale; the panels are
     lettered (a) and (b) when there are two, a decoder-only model's one panel is not.
@@ -42,6 +43,8 @@ def plot_layer_gradient_norms(
     ``kind="output"`` plots :math:`\lVert\partial\mathcal L/\partial y_l\rVert`, ``"parameters"`` the
     norm of the layer's parameter gradients. Lines are colored by variant; ``labels`` and
     ``linestyles`` (or ``colors``) tell apart profiles of one variant (for example 6L-6L against 18L-18L).
+    ``legend="below"`` draws one legend under the panels instead of one inside each (for many profiles, whose
+    legend would cover the curves).
     """
     apply_style()
     if not profiles:
@@ -66,10 +69,14 @@ def plot_layer_gradient_norms(
         ax.set_xlabel("layer (1 = bottom)")
         ax.set_ylabel("gradient norm" + (" of parameters" if kind == "parameters" else " of layer output"))
         ax.set_title(stack_title(stack, len(stacks)))
-        ax.legend()
+        if legend == "inside":
+            ax.legend()
     if title:
         fig.suptitle(title)
     fig.tight_layout()
+    if legend == "below":
+        handles, names = axes[0][0].get_legend_handles_labels()
+        fig.legend(handles, names, loc="upper center", ncol=min(len(names), 5), bbox_to_anchor=(0.5, 0.0))
     return fig
 
 

@@ -48,8 +48,21 @@ def plot_training_curves(
         ax.set_title(f"{depth}L-{depth}L")
         ax.set_xlabel("update")
         ax.set_ylabel(ylabel)
-    axes[0][-1].legend(fontsize=8, ncol=1 if len(cells) // len(depths) <= 5 else 2)
     if title:
         fig.suptitle(title)
     fig.tight_layout()
+    # one legend under the panels: inside, it covered the curves' starts (where a loss spike or a divergence shows)
+    names = {}
+    for ax in axes[0]:
+        for handle, name in zip(*ax.get_legend_handles_labels()):
+            if name not in names:
+                names[name] = handle
+    fig.legend(
+        list(names.values()),
+        list(names),
+        loc="upper center",
+        ncol=min(len(names), 4),
+        fontsize=8,
+        bbox_to_anchor=(0.5, 0.0),
+    )
     return fig
