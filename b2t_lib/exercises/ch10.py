@@ -105,7 +105,7 @@ def dropout_mistakes(embedded, rate, keep_first, seed):
     )
     if keep_first:
         yield embedded * keep, "the decoder's first position (its <eos>/<bos> prefix) is never dropped: keep_first"
-    yield embedded * (1 - forced) + 0 * forced, "you kept the tokens you should drop: keep where rand >= rate"
+    yield embedded * (1 - forced), "you kept the tokens you should drop: keep where rand >= rate"
     torch.manual_seed(seed)
     elementwise = (torch.rand(embedded.shape) >= rate).to(embedded.dtype)
     if keep_first:
