@@ -10,6 +10,15 @@ NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with notebooks/sanitize.c
 # code path) is left out by default: it costs about 40 % more CPU time in the training notebooks, which CI's time
 # budget cannot spare. Add it when you can wait: make test-portable PORTABLE_ENV="... MKL_CBWR=COMPATIBLE".
 PORTABLE_ENV ?= OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 ATEN_CPU_CAPABILITY=default
+# make test NUMERICS=portable runs every test and notebook in that environment (make test-portable is short for it).
+# The stored notebook outputs are written in this machine's own one (make notebooks), so a portable pass compares
+# each output once against another environment's: it fails on an output that does not reproduce and on one that
+# depends on the CPU. CI runs its one test pass this way (.ci/run).
+NUMERICS ?= native
+ifeq ($(filter native portable,$(NUMERICS)),)
+$(error NUMERICS=$(NUMERICS) is not known: give native (this machine's kernels and threads) or portable)
+endif
+TEST_ENV := $(if $(filter portable,$(NUMERICS)),$(PORTABLE_ENV))
 # Tests and notebooks run in two pytest-xdist workers, one file (one notebook kernel) per worker at a time: almost
 # every test and notebook computes on one thread, so two workers use a two-core machine (CI's) fully. Concurrent
 # data preparation is safe (each preparation step holds a file lock). JOBS="-n 0" runs everything in one process.
@@ -24,8 +33,8 @@ help:
 	@echo "make lint       ruff: lint and formatting check of every Python file (make format rewrites them)"
 	@echo "make test       all tests (tests/) and strict nbval on every notebook, at the tiny scale"
 	@echo "make unit-tests the fast tests only (no training, no data pipeline; under a minute)"
-	@echo "make test-portable  strict nbval on every notebook again, in another numeric environment (1 thread,"
-	@echo "                portable kernels): a stored output that depends on the CPU fails here first"
+	@echo "make test-portable  the same tests in another numeric environment (1 thread, portable kernels; short for"
+	@echo "                make test NUMERICS=portable): a stored output that depends on the CPU fails here first (CI)"
 	@echo "make rehearse   rehearse small and full on this CPU: every notebook that reads the scale at B2T_SCALE=small and =full, the"
 	@echo "                documented small/full commands, sizes shrunk by one rule, on miniature copies of the real"
 	@echo "                data sources (B2T_REHEARSAL=1); in a copy of the working tree under build/rehearsal/"
@@ -55,13 +64,11 @@ format: $(STAMP)
 # already holds, so a test that reused runs/ would not train.
 test: $(STAMP)
 	@runs=$$(mktemp -d -t b2t_runs.XXXXXX) && trap 'rm -rf "$$runs"' EXIT && \
-	echo "B2T_RUNS=$$runs B2T_SCALE=tiny $(BIN)/python -m pytest $(JOBS) $(NBVAL) tests notebooks" && \
-	B2T_RUNS=$$runs B2T_SCALE=tiny $(BIN)/python -m pytest $(JOBS) $(NBVAL) tests notebooks
+	echo "B2T_RUNS=$$runs B2T_SCALE=tiny $(TEST_ENV) $(BIN)/python -m pytest $(JOBS) $(NBVAL) tests notebooks" && \
+	B2T_RUNS=$$runs B2T_SCALE=tiny $(TEST_ENV) $(BIN)/python -m pytest $(JOBS) $(NBVAL) tests notebooks
 
 test-portable: $(STAMP)
-	@runs=$$(mktemp -d -t b2t_runs.XXXXXX) && trap 'rm -rf "$$runs"' EXIT && \
-	echo "B2T_RUNS=$$runs B2T_SCALE=tiny $(PORTABLE_ENV) $(BIN)/python -m pytest $(JOBS) $(NBVAL) notebooks" && \
-	B2T_RUNS=$$runs B2T_SCALE=tiny $(PORTABLE_ENV) $(BIN)/python -m pytest $(JOBS) $(NBVAL) notebooks
+	@$(MAKE) --no-print-directory test NUMERICS=portable
 
 unit-tests: $(STAMP)
 	@runs=$$(mktemp -d -t b2t_runs.XXXXXX) && trap 'rm -rf "$$runs"' EXIT && \
@@ -107,15 +114,22 @@ rehearse: $(STAMP)
 	  | tar -xf - -C $(REHEARSAL_DIR)/repo
 	@ln -sfn $(CURDIR)/.venv $(REHEARSAL_DIR)/repo/.venv
 	$(BIN)/python -m b2t_lib.data.miniature $(REHEARSAL_DIR)/hf
-	@for scale in small full; do \
+	@# The documented commands (a pytest in a copy of the repository) run beside the two notebook passes: those wait
+	@# on the stand-in GPUs between runs, and the commands fill that time. Their log is printed once both are done.
+	@docs_log=$(REHEARSAL_DIR)/docs_commands.log; \
+	echo "== rehearsal: the documented small/full commands, beside the notebooks (their log: $$docs_log)"; \
+	( cd $(REHEARSAL_DIR)/repo && $(REHEARSAL_ENV) $(BIN)/python -m pytest -p no:cacheprovider -q -s \
+	  tests/test_documented_commands.py > $$docs_log 2>&1 ) & docs=$$!; \
+	status=0; \
+	for scale in small full; do \
 	  notebooks="$(REHEARSAL_SCALED)"; \
 	  echo "== rehearsal: make course B2T_SCALE=$$scale"; \
 	  $(REHEARSAL_ENV) $(MAKE) --no-print-directory -C $(REHEARSAL_DIR)/repo -o .venv/.installed course \
-	    B2T_SCALE=$$scale COURSE_OUT=build/$$scale COURSE_JOBS=2 NOTEBOOKS="$$notebooks" || exit 1; \
-	done
-	@echo "== rehearsal: the documented small/full commands"
-	cd $(REHEARSAL_DIR)/repo && $(REHEARSAL_ENV) $(BIN)/python -m pytest -p no:cacheprovider -q -s \
-	  tests/test_documented_commands.py
+	    B2T_SCALE=$$scale COURSE_OUT=build/$$scale COURSE_JOBS=2 NOTEBOOKS="$$notebooks" || { status=1; break; }; \
+	done; \
+	wait $$docs || status=1; \
+	echo "== rehearsal: the documented small/full commands (run beside the notebooks)"; cat $$docs_log; \
+	exit $$status
 	@echo "== rehearsal: make gpu-check (on this CPU, sizes shrunk)"
 	@cd $(REHEARSAL_DIR)/repo && $(REHEARSAL_ENV) $(BIN)/python benchmarks/gpu_check.py --out build/gpu_check
 	@echo "rehearsal passed: notebooks and figures in $(REHEARSAL_DIR)/repo/build/{small,full}/"
