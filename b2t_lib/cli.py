@@ -122,17 +122,77 @@ def cmd_evaluate(argv: list[str]) -> int:
         allow_abbrev=False,
         description="Test a trained run: average its last N checkpoints and "
         "compute the task's metric (BLEU for MT, ROUGE for "
-        "summarization, perplexity for the LM, WER for ASR).",
+        "summarization, perplexity for the LM, WER for ASR). With --fairseq-checkpoint: "
+        "test a fairseq translation checkpoint (the authors' models) with its own dictionaries "
+        "and BPE codes on the newstest sets of --data, and print its row beside the README's and the paper's.",
     )
-    parser.add_argument("--save-dir", required=True, help="the run's directory")
+    parser.add_argument("--save-dir", help="the run's directory")
     parser.add_argument("--checkpoint", help="evaluate this one checkpoint file instead (no averaging)")
     add_run_options(parser, ("device",) + EVAL_OPTIONS, defaults={"device": "auto"})  # what evaluation may change
+    fairseq = parser.add_argument_group("a fairseq checkpoint (instead of --save-dir)")
+    fairseq.add_argument("--fairseq-checkpoint", help="a fairseq translation checkpoint (averaged, as the README's)")
+    fairseq.add_argument("--fairseq-dict", help="the folder of its dict.en.txt and dict.de.txt")
+    fairseq.add_argument("--bpe-codes", help="its subword-nmt BPE codes file")
+    fairseq.add_argument(
+        "--aggressive-dash-splits",
+        action="store_true",
+        help="split hyphens in the sources (fairseq's prepare-wmt14en2de.sh; off for the scaling_nmt data)",
+    )
+    fairseq.add_argument("--trust-checkpoint", action="store_true", help="load any pickled object (a file you trust)")
     args = vars(parser.parse_args(argv))
+    if args["fairseq_checkpoint"] or args["fairseq_dict"] or args["bpe_codes"]:
+        return _evaluate_fairseq(parser, args)
+    for name in ("fairseq_checkpoint", "fairseq_dict", "bpe_codes", "aggressive_dash_splits", "trust_checkpoint"):
+        args.pop(name)
+    if not args["save_dir"]:
+        parser.error("give --save-dir (a run of the course) or --fairseq-checkpoint (a fairseq model)")
     if args["checkpoint"] and args["average_last"]:
         parser.error("--checkpoint evaluates one file; --average-last averages numbered checkpoints; give one")
     save_dir, checkpoint, device = args.pop("save_dir"), args.pop("checkpoint"), args.pop("device")
     metrics = evaluate_run(save_dir, checkpoint, device, **args)
     print(json.dumps({k: v for k, v in metrics.items() if k != "samples"}, indent=1))
+    return 0
+
+
+def _evaluate_fairseq(parser, args: dict) -> int:
+    """``evaluate --fairseq-checkpoint``: Table 1's row of a fairseq model, beside the authors' README and the paper."""
+    from .paper_tables import AUTHORS_README_18L, NEWSTEST, paper_table
+    from .train.fairseq_eval import evaluate_fairseq_checkpoint
+
+    missing = [
+        f"--{n.replace('_', '-')}"
+        for n in ("fairseq_checkpoint", "fairseq_dict", "bpe_codes", "data")
+        if not args.get(n)
+    ]
+    if missing:
+        parser.error(f"a fairseq checkpoint is evaluated with {', '.join(missing)} too")
+    if args["save_dir"] or args["checkpoint"] or args["average_last"] or args["context_window"]:
+        parser.error(
+            "--fairseq-checkpoint evaluates one fairseq file: drop --save-dir, --checkpoint, --average-last "
+            "and --context-window"
+        )
+    options = {k: args[k] for k in ("beam", "lenpen", "lenpen_other", "max_len_a", "max_len_b", "eval_batch_size")}
+    metrics = evaluate_fairseq_checkpoint(
+        args["fairseq_checkpoint"],
+        args["fairseq_dict"],
+        args["bpe_codes"],
+        args["data"],
+        device=args["device"],
+        aggressive_dash_splits=args["aggressive_dash_splits"],
+        trust_checkpoint=args["trust_checkpoint"],
+        **options,
+    )
+    years = NEWSTEST[:-1]
+    ours = [metrics["bleu"].get(f"newstest{y}") for y in years] + [metrics["bleu_avg"]]
+    rows = [
+        ("this checkpoint", ours),
+        *AUTHORS_README_18L.items(),
+        ("paper Table 1, B2T 18L-18L", paper_table(1).sections["18L-18L"]["b2t"]),
+    ]
+    print(f"{'SacreBLEU':<40}" + "".join(f"{c:>8}" for c in NEWSTEST))
+    for label, row in rows:
+        print(f"{label:<40}" + "".join(f"{'-' if v is None else f'{v:.2f}':>8}" for v in row))
+    print(json.dumps({"bleu": metrics["bleu"], "bleu_avg": metrics["bleu_avg"], **metrics["eval_options"]}))
     return 0
 
 

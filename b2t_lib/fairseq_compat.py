@@ -154,6 +154,54 @@ def to_fairseq_state_dict(model: torch.nn.Module) -> dict:
     return state
 
 
+FAIRSEQ_VARIANTS = ("post_ln", "pre_ln", "b2t", "b2t_no_ln")  # the layouts the B2T fork's flags describe
+
+
+def fairseq_args(cfg: ModelConfig) -> argparse.Namespace:
+    """The ``args`` fairseq 0.9 (the B2T fork) would store for a model of ``cfg``: the inverse of
+    :func:`config_from_fairseq_args` for what fairseq can express (Post-LN, Pre-LN, B2T, B2T w/o LN)."""
+    if cfg.variant not in FAIRSEQ_VARIANTS:  # the baselines' own switches are no fairseq flags
+        raise CheckpointMismatch(
+            f"variant {cfg.variant!r} has no fairseq flags; fairseq expresses {', '.join(FAIRSEQ_VARIANTS)}"
+        )
+    flags = variant_flags(cfg.variant)
+    decoder_only = cfg.encoder_layers == 0
+    sizes = dict(embed_dim=cfg.d_model, ffn_embed_dim=cfg.d_ff, attention_heads=cfg.n_heads)
+    values = dict(
+        arch="transformer_lm" if decoder_only else "transformer_wmt_en_de",
+        task="language_modeling" if decoder_only else "translation",
+        **{f"decoder_{k}": v for k, v in sizes.items()},
+        decoder_layers=cfg.decoder_layers,
+        decoder_normalize_before=flags["normalize_before"],
+        residual_bottom_to_top=flags["residual_bottom_to_top"],
+        no_layer_norm=flags["no_layer_norm"],
+        share_decoder_input_output_embed=cfg.share_decoder_io,
+        dropout=cfg.dropout,
+        attention_dropout=cfg.attention_dropout,
+        activation_dropout=cfg.activation_dropout,
+        activation_fn="relu",
+        sampling_method="worddrop" if cfg.word_dropout > 0 else "none",
+        enc_replace_rate=cfg.word_dropout,
+        dec_replace_rate=cfg.word_dropout,
+        max_target_positions=cfg.max_positions,
+        no_decoder_final_norm=not cfg.decoder_final_norm,
+    )
+    if not decoder_only:
+        values.update(
+            {f"encoder_{k}": v for k, v in sizes.items()},
+            encoder_layers=cfg.encoder_layers,
+            encoder_normalize_before=flags["normalize_before"],
+            share_all_embeddings=cfg.share_embeddings,
+            max_source_positions=cfg.max_positions,
+        )
+    return argparse.Namespace(**values)
+
+
+def to_fairseq_checkpoint(model: torch.nn.Module) -> dict:
+    """What :func:`load_fairseq_checkpoint` (and fairseq) reads: ``{"args": ..., "model": ...}`` for ``model``."""
+    return {"args": fairseq_args(model.cfg), "model": to_fairseq_state_dict(model)}
+
+
 # -------------------------------------------------------------------------- the stored configuration
 def _getter(args):
     return args.get if isinstance(args, dict) else (lambda key, default=None: getattr(args, key, default))

@@ -181,6 +181,14 @@ _T9 = PaperTable(
     },
 )
 
+# The authors' trained B2T 18L-18L model, SacreBLEU on newstest2010-2016 and the average, as the official repository's
+# README (takase/b2t_connection) reports it: the revision of 2023-05-18 trains with dropout 0.5, clip-norm 0.1, word
+# dropout 0.1 and the N^-1/2 weight rescaling (the "official18" recipe); the June-2022 revision's model
+# (b2t_layer18_ave10.pt) scores exactly the paper's Table 1 row.
+AUTHORS_README_18L: dict[str, list[float]] = {
+    "README 2023-05, B2T 18L-18L": [25.27, 22.67, 23.49, 27.25, 28.25, 30.60, 35.09, 27.52],
+}
+
 PAPER_TABLES: dict[int, PaperTable] = {t.number: t for t in (_T1, _T2, _T3, _T4, _T5, _T8, _T9)}
 
 # Table 7 (and A.2): GPUs and hours for one model in the paper (NVIDIA P100; 100L-100L on V100).

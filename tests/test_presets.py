@@ -91,6 +91,17 @@ def test_deep100_recipe_is_appendix_c():
     assert recipe("tfixup")["lr_scheduler"] == "inverse_sqrt_nowarmup" and set(RECIPES) >= {"deep100", "tfixup"}
 
 
+def test_official18_recipe_is_the_authors_later_readme_and_rescales_b2t_only():
+    # README of takase/b2t_connection, 2023-05-18 (docs/methods.md §1.8): dropout 0.5, clip 0.1, word dropout 0.1
+    for variant, rescaled in (("b2t", True), ("b2t_no_ln", True), ("pre_ln", False), ("post_ln", False)):
+        cfg = TrainConfig.from_preset("mt", "full", "official18", variant=variant, encoder_layers=18, decoder_layers=18)
+        m = cfg.model
+        assert (m.dropout, cfg.clip_norm, m.word_dropout, m.b2t_rescale_init) == (0.5, 0.1, 0.1, rescaled), variant
+        assert (cfg.max_update, cfg.tokens_per_update, cfg.recipe) == (50000, 3584 * 128, "official18")
+    with pytest.raises(ValueError, match="applies to variant b2t or b2t_no_ln only"):  # given explicitly: refused
+        TrainConfig.from_preset("mt", "full", "official18", variant="pre_ln", b2t_rescale_init=True)
+
+
 def test_unknown_and_contradictory_settings_are_refused_with_their_names():
     with pytest.raises(ValueError, match="unknown task 'mtx'"):
         preset("mtx", "tiny")

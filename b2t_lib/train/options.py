@@ -408,7 +408,10 @@ def option_defaults(task: str, scale: str, recipe_name: str | None = None, varia
     if recipe_name:
         overrides = recipe(recipe_name)
         _check_known(overrides, f"recipe {recipe_name!r}")
-        values.update(overrides)
+        # an option of some variants only (b2t_rescale_init: B2T's) applies to those; the rest of the recipe to all
+        owners = {f.name: f.metadata.get("variants") for f in ModelConfig.settable_fields()}
+        chosen = variant or values.get("variant")
+        values.update({k: v for k, v in overrides.items() if not owners.get(k) or chosen in owners[k]})
     return values
 
 
