@@ -17,6 +17,7 @@ from b2t_lib.fairseq_compat import (
     config_from_fairseq_args,
     convert_fairseq_state_dict,
     load_fairseq_checkpoint,
+    to_fairseq_checkpoint,
     to_fairseq_state_dict,
 )
 
@@ -428,3 +429,21 @@ def test_a_pre_ln_language_model_without_final_norm_loads_as_transformer_lm_wiki
     tokens = torch.randint(4, 30, (1, 5))
     with torch.no_grad():
         torch.testing.assert_close(loaded.eval()(tokens), source(tokens))
+
+
+@pytest.mark.parametrize("variant", ["post_ln", "pre_ln", "b2t", "b2t_no_ln"])
+def test_a_model_written_in_fairseq_format_loads_back_as_the_same_model(variant, tmp_path):
+    source = build(variant, share_embeddings=True, word_dropout=0.1)
+    torch.save(to_fairseq_checkpoint(source), tmp_path / "checkpoint.pt")
+    loaded = load_fairseq_checkpoint(tmp_path / "checkpoint.pt")  # built from the written args alone
+    assert loaded.cfg.variant == variant and loaded.cfg.word_dropout == 0.1 and loaded.cfg.share_embeddings
+    assert source.state_dict().keys() == loaded.state_dict().keys()
+    assert all(torch.equal(a, b) for a, b in zip(source.state_dict().values(), loaded.state_dict().values()))
+    lm = LanguageModel(ModelConfig(vocab_size=30, d_model=16, n_heads=2, d_ff=32, encoder_layers=0, decoder_layers=2,
+                                   variant=variant, share_embeddings=False, share_decoder_io=True))  # fmt: skip
+    assert load_fairseq_checkpoint(to_fairseq_checkpoint(lm)).cfg.decoder_layers == 2
+
+
+def test_a_baseline_has_no_fairseq_flags_and_is_not_written():
+    with pytest.raises(CheckpointMismatch, match="variant 'dlcl' has no fairseq flags"):
+        to_fairseq_checkpoint(build("dlcl"))
