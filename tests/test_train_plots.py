@@ -1,4 +1,4 @@
-"""Figures 1 and 6 are drawn from run logs; a failed run is marked, not dropped."""
+"""Figures 1, 6, 8 and 9 are drawn from run logs; a failed run is marked, not dropped."""
 
 import matplotlib
 
@@ -98,3 +98,57 @@ def test_paper_beside_ours_draws_both_scores_and_marks_each_failed_run():
     failed = [text.get_text() for text in ax.texts]
     assert failed == ["failed", "failed"]  # the paper's Post-LN 18L-18L and ours: no bar, a cross
     assert [tick.get_text() for tick in ax.get_xticklabels()] == ["Post-LN", "Pre-LN", "B2T connection"]  # paper order
+
+
+def test_valid_curve_finds_the_lowest_point_and_the_rise_after_it(tmp_path):
+    from b2t_lib.train import valid_curve
+    from b2t_lib.train.records import append_log
+
+    for update, nll in [(10, 6.0), (20, 4.0), (30, 3.5), (40, 3.5), (50, 3.9)]:
+        append_log(tmp_path, {"kind": "train", "update": update, "loss": 1.0})
+        append_log(tmp_path, {"kind": "valid", "update": update, "valid_nll": nll})
+    curve = valid_curve(tmp_path)
+    assert curve.points == ((10, 6.0), (20, 4.0), (30, 3.5), (40, 3.5), (50, 3.9))
+    assert (curve.best, curve.best_update, curve.last) == (3.5, 30, 3.9)  # the first update at the lowest value
+    assert abs(curve.rise - 0.4) < 1e-12
+
+
+def test_valid_curve_of_a_run_that_never_validated_says_so(tmp_path):
+    import pytest
+
+    from b2t_lib.train import valid_curve
+    from b2t_lib.train.records import append_log
+
+    append_log(tmp_path, {"kind": "train", "update": 1, "loss": 9.0})
+    with pytest.raises(ValueError, match="no validation entries"):
+        valid_curve(tmp_path)
+
+
+def test_figure8_marks_each_runs_lowest_point_and_dashes_the_recipe():
+    from b2t_lib.plots.training import plot_overfitting
+    from b2t_lib.train.records import ValidCurve
+
+    plain = ValidCurve(((10, 8.0), (20, 4.0), (30, 4.3)))
+    recipe = ValidCurve(((10, 9.0), (20, 5.0), (30, 4.5)))
+    fig = plot_overfitting([dict(variant="b2t", curve=plain), dict(variant="b2t", curve=recipe, recipe="deep100")])
+    ax = fig.axes[0]
+    lines = [line for line in ax.get_lines() if not line.get_label().startswith("_")]
+    assert [line.get_label() for line in lines] == ["B2T connection", "B2T connection, deep100 recipe"]
+    assert [line.get_linestyle() for line in lines] == ["-", "--"]
+    dots = [(line.get_xdata()[0], line.get_ydata()[0]) for line in ax.get_lines() if line.get_marker() == "o"]
+    assert dots == [(20, 4.0), (30, 4.5)]
+    low, high = ax.get_ylim()
+    assert low < 4.0 and 4.5 < high < 8.0, "zoomed on the lowest values and the rise, not on the first ones"
+
+
+def test_figure9_draws_best_nll_against_the_total_number_of_layers():
+    from b2t_lib.plots.training import plot_best_by_depth
+
+    best = {"pre_ln": {1: 4.3, 3: 4.1, 6: 4.1}, "b2t": {1: 4.4, 3: 4.3, 6: 4.2}}
+    extra = [dict(variant="b2t", layers=6, value=4.4, label="B2T connection, deep100 recipe")]
+    fig = plot_best_by_depth(best, extra=extra)
+    ax = fig.axes[0]
+    lines = {line.get_label(): (list(line.get_xdata()), list(line.get_ydata())) for line in ax.get_lines()}
+    assert lines["Pre-LN"] == ([2, 6, 12], [4.3, 4.1, 4.1])  # encoder + decoder layers, as the paper's x-axis
+    assert lines["B2T connection, deep100 recipe"] == ([12], [4.4])
+    assert list(ax.get_xticks()) == [2, 6, 12]

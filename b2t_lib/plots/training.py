@@ -1,5 +1,6 @@
-"""Training curves: Figure 1 (training loss of 18L-18L models), Figure 6 (validation NLL), and both for every run
-of a table (:func:`plot_run_curves`).
+"""Training curves: Figure 1 (training loss of 18L-18L models), Figure 6 (validation NLL), both for every run
+of a table (:func:`plot_run_curves`), and Appendix C's depth sweep: Figure 8 (a deep model's validation NLL rising
+again, :func:`plot_overfitting`) and Figure 9 (the best validation NLL against depth, :func:`plot_best_by_depth`).
 
 Both take what a run writes to ``log.jsonl`` (:func:`b2t_lib.train.read_log`), one list of
 entries per variant, and the runs' statuses, so that a run that diverged or stalled
@@ -112,4 +113,70 @@ def plot_run_curves(
     if title:
         fig.suptitle(title)
     fig.tight_layout()
+    return fig
+
+
+def plot_overfitting(runs: list[dict], title: str = "Validation NLL, 36L-36L"):
+    """Figure 8: validation NLL against updates, one line per run, each run's lowest value marked with a dot.
+
+    ``runs``: ``dict(variant=..., curve=ValidCurve, recipe=None or a recipe's name)``; a recipe's run is dashed
+    and its label names the recipe, so the same figure shows a model with and without more regularization. The
+    y-range starts just below the lowest value and spans four times the largest rise above it, so that a rise of a
+    few tenths of a bit is visible beside a fall of several bits (the curves' starts run off the top).
+    """
+    apply_style()
+    fig, ax = plt.subplots()
+    lowest = min(run["curve"].best for run in runs)
+    span = max(max(run["curve"].last for run in runs) - lowest, 0.1)
+    ax.set_ylim(lowest - 0.25 * span, lowest + 4 * span)
+    for run in runs:
+        curve, recipe = run["curve"], run.get("recipe")
+        updates, values = zip(*curve.points)
+        color = variant_color(run["variant"])
+        label = variant_label(run["variant"]) + (f", {recipe} recipe" if recipe else "")
+        ax.plot(updates, values, color=color, linestyle="--" if recipe else "-", label=label)
+        ax.plot(curve.best_update, curve.best, marker="o", markersize=6, color=color)
+    ax.set_xlabel("updates")
+    ax.set_ylabel("validation NLL (bits / token)")
+    ax.set_title(title)
+    ax.legend(title="dot: the lowest value")
+    return fig
+
+
+def plot_best_by_depth(
+    best: dict[str, dict[int, float]], extra: list[dict] | None = None, title: str = "Best validation NLL"
+):
+    """Figure 9: the best validation NLL against the total number of layers (encoder plus decoder, split equally).
+
+    ``best[variant][layers per side]`` is one line per variant; ``extra`` adds single runs as stars
+    (``dict(variant=..., layers=..., value=..., label=...)``), such as a recipe's run at one depth.
+    """
+    apply_style()
+    fig, ax = plt.subplots()
+    for variant, by_depth in best.items():
+        depths = sorted(by_depth)
+        totals = [2 * n for n in depths]
+        ax.plot(
+            totals,
+            [by_depth[n] for n in depths],
+            marker="o",
+            color=variant_color(variant),
+            label=variant_label(variant),
+        )
+    for point in extra or []:
+        ax.plot(
+            2 * point["layers"],
+            point["value"],
+            marker="*",
+            markersize=12,
+            linestyle="none",
+            color=variant_color(point["variant"]),
+            label=point["label"],
+        )
+    totals = sorted({2 * n for by_depth in best.values() for n in by_depth})
+    ax.set_xticks(totals)
+    ax.set_xlabel("total number of layers (encoder + decoder)")
+    ax.set_ylabel("best validation NLL (bits / token)")
+    ax.set_title(title)
+    ax.legend()
     return fig

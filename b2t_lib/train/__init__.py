@@ -38,6 +38,8 @@ _EXPORTS = {
     "option_fields": ".options",
     "read_log": ".records",
     "read_result": ".records",
+    "ValidCurve": ".records",
+    "valid_curve": ".records",
     "SCHEDULERS": ".schedule",
     "LRSchedule": ".schedule",
     "TASK_REGISTRY": ".task",

@@ -22,6 +22,7 @@ import json
 import os
 import platform
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -125,6 +126,38 @@ def read_log(save_dir: Path, kind: str | None = None) -> list[dict]:
         return []
     entries = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     return [e for e in entries if kind is None or e.get("kind") == kind]
+
+
+@dataclass(frozen=True)
+class ValidCurve:
+    """A run's validation NLL (bits per token) against updates, and where it was lowest: what Figure 8 plots
+    and Figure 9 summarizes. ``rise`` is how far the last value lies above the best (0 while it still falls)."""
+
+    points: tuple[tuple[int, float], ...]
+
+    @property
+    def best(self) -> float:
+        return min(nll for _, nll in self.points)
+
+    @property
+    def best_update(self) -> int:
+        return min(self.points, key=lambda point: point[1])[0]  # the first update at the lowest value
+
+    @property
+    def last(self) -> float:
+        return self.points[-1][1]
+
+    @property
+    def rise(self) -> float:
+        return self.last - self.best
+
+
+def valid_curve(save_dir: Path) -> ValidCurve:
+    """The validation curve of the run in ``save_dir``, from its ``log.jsonl``; an error if it never validated."""
+    points = tuple((e["update"], e["valid_nll"]) for e in read_log(save_dir, "valid") if "valid_nll" in e)
+    if not points:
+        raise ValueError(f"{save_dir} has no validation entries in {LOG_NAME}: the run has not validated yet")
+    return ValidCurve(points)
 
 
 def read_result(save_dir_or_file: Path) -> dict | None:
