@@ -17,6 +17,7 @@ from .scale import SCALES, ScaleError, get_scale
 from .utils import count_parameters, seed_everything
 from .variants import VARIANTS, StackInfo, Variant, get_variant, register
 from . import baselines  # noqa: F401  (registers the baseline variants)
+from . import after_b2t  # noqa: F401  (registers the variants of the methods after B2T)
 
 # The library logs (logger "b2t_lib.*") and prints nothing; an application shows the messages by configuring
 # logging, as `python -m b2t_lib` does. Without that, nothing is printed (not even warnings).

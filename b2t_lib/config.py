@@ -153,6 +153,12 @@ class ModelConfig:
         variants=("realformer",),
         help="RealFormer's running mean softmax(S_l / l) (docs/methods.md §2.4)",
     )
+    mix_ln_ratio: float = option(
+        0.25,
+        group=VARIANT_OPTIONS,
+        variants=("mix_ln",),
+        help="Mix-LN: the first floor(ratio x layers) layers of each stack are Post-LN (docs/methods.md §6.2)",
+    )
     decoder_final_norm: bool = option(
         True,
         group=MODEL,
@@ -266,6 +272,10 @@ class ModelConfig:
             raise ConfigError(f"vocab_size={self.vocab_size} is too small to hold the special tokens")
         if self.init_scale <= 0:
             raise ConfigError(f"init_scale must be positive, got {self.init_scale}")
+        if not 0.0 <= self.mix_ln_ratio <= 1.0:
+            raise ConfigError(
+                f"mix_ln_ratio must lie in [0, 1] (0: all Pre-LN, 1: all Post-LN), got {self.mix_ln_ratio}"
+            )
         self._validate_adaptive()
         for f in fields(self):  # an option of one variant, set for another, would silently do nothing
             owners = f.metadata.get("variants")

@@ -68,6 +68,7 @@ class _Layer(nn.Module):
         super().__init__()
         o = stack.options
         self.stack, self.variant = stack, stack.variant
+        self.depth = 1  # this layer's place in its stack, 1 at the bottom: the stack numbers its layers (model.py)
         self.d_model, self.dropout, self.activation_dropout = o["d_model"], o["dropout"], o["activation_dropout"]
         self.self_attn = self.variant.attention_class(o["d_model"], o["n_heads"], o["attention_dropout"])
 

@@ -66,7 +66,7 @@ class Encoder(nn.Module):
         self.embed_tokens = embed_tokens
         self.input = build_encoder_input(cfg)
         self.stack = _stack_info(cfg, self.variant, "encoder", cfg.encoder_layers, cfg.encoder_layers)
-        self.layers = nn.ModuleList(EncoderLayer(stack=self.stack) for _ in range(cfg.encoder_layers))
+        self.layers = number_layers(nn.ModuleList(EncoderLayer(stack=self.stack) for _ in range(cfg.encoder_layers)))
         self.layer_norm = nn.LayerNorm(cfg.d_model) if self.variant.final_norm else None
 
     def forward(self, src_tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -104,7 +104,7 @@ class Decoder(nn.Module):
         self.stack = _stack_info(
             cfg, self.variant, role, cfg.decoder_layers, cfg.encoder_layers if cross_attention else 0
         )
-        self.layers = nn.ModuleList(DecoderLayer(stack=self.stack) for _ in range(cfg.decoder_layers))
+        self.layers = number_layers(nn.ModuleList(DecoderLayer(stack=self.stack) for _ in range(cfg.decoder_layers)))
         final_norm = self.variant.final_norm and cfg.decoder_final_norm  # transformer_lm_wiki103: none
         self.layer_norm = nn.LayerNorm(cfg.d_model) if final_norm else None
         self.output_projection = self.adaptive_softmax = None
@@ -304,6 +304,14 @@ class LanguageModel(_Model):
             return self.decoder.adaptive_softmax.target_log_prob(features, target)
         log_probs = F.log_softmax(self.decoder.output_layer(features).float(), dim=-1)  # (..., vocab)
         return log_probs.gather(-1, target.clamp_min(0).unsqueeze(-1)).squeeze(-1)
+
+
+def number_layers(layers: nn.ModuleList) -> nn.ModuleList:
+    """Tell each layer its place in the stack, 1 at the bottom (``layer.depth``: Mix-LN and LayerNorm Scaling
+    wire a layer by it); return ``layers``."""
+    for depth, layer in enumerate(layers, start=1):
+        layer.depth = depth
+    return layers
 
 
 def model_stacks(model: nn.Module) -> dict[str, nn.Module]:

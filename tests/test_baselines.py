@@ -89,11 +89,14 @@ def embedded(stack, toks):
 
 
 # ------------------------------------------------------------------ registry
-def test_registry_holds_the_four_variants_of_the_paper_and_the_five_baselines():
+def test_registry_holds_the_four_variants_of_the_paper_the_five_baselines_and_the_methods_after():
+    from b2t_lib.after_b2t import AFTER_B2T
     from b2t_lib.baselines import BASELINES
 
     paper = {"post_ln", "pre_ln", "b2t", "b2t_no_ln"}
-    assert set(b2t_lib.VARIANTS) == paper | set(BASELINES) and len(BASELINES) == 5
+    assert set(b2t_lib.VARIANTS) == paper | set(BASELINES) | set(AFTER_B2T) and len(BASELINES) == 5
+    for name in AFTER_B2T:  # likewise, one module of b2t_lib.after_b2t per method (DyT holds its B2T form too)
+        assert type(b2t_lib.VARIANTS[name]).__module__.startswith("b2t_lib.after_b2t."), name
     for name in BASELINES:  # each baseline lives whole in its own module of b2t_lib.baselines
         variant = b2t_lib.VARIANTS[name]
         assert type(variant).__module__ == f"b2t_lib.baselines.{name}", name

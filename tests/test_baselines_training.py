@@ -8,7 +8,9 @@ from b2t_lib.trainability import cell_config
 
 pytestmark = pytest.mark.slow  # trains every variant
 
-UPDATES = 12
+# 20, not 12: DyT's squashed outputs start a model near the uniform loss, so its first updates fall less than from
+# an over-confident start (in 12 updates B2T with DyT fell 0.29 bits and B2T 1.1, both to about 9.2 bits).
+UPDATES = 20
 
 
 @pytest.fixture(scope="module")
@@ -22,7 +24,7 @@ def tiny_data(tmp_path_factory):
 def test_every_variant_trains_with_a_falling_loss(variant, tiny_data, tmp_path):
     from b2t_lib.train import load_checkpoint, read_log, train
 
-    # 12 updates do not leave the unigram plateau: the stall rule (a map cell is judged at its end) is off here.
+    # 20 updates do not leave the unigram plateau: the stall rule (a map cell is judged at its end) is off here.
     options = dict(
         data=str(tiny_data),
         d_model=32,

@@ -179,17 +179,19 @@ def test_shared_embeddings_are_one_tensor():
     assert unshared.decoder.output_projection.weight.shape == (VOCAB, 16)
 
 
-def test_only_pre_ln_has_a_final_stack_layer_norm():
+def test_only_the_variants_with_pre_ln_layers_have_a_final_stack_norm():
+    # of the paper's four only Pre-LN; after it the variants whose top layers leave an un-normalized stream
+    with_final = {"pre_ln", "mix_ln", "ln_scaling", "sandwich_ln", "dyt"}
     for variant in VARIANTS:
         model = EncoderDecoder(tiny_config(variant))
         has_final = model.encoder.layer_norm is not None
-        assert has_final == (variant == "pre_ln") == (model.decoder.layer_norm is not None)
+        assert has_final == (variant in with_final) == (model.decoder.layer_norm is not None), variant
 
 
 @pytest.mark.parametrize(
     "overrides, message",
     [
-        ({"variant": "postln"}, "known variants are: admin, b2t, b2t_no_ln"),
+        ({"variant": "postln"}, "known variants are: admin, b2t, b2t_dyt, b2t_no_ln"),
         ({"d_model": 18, "n_heads": 4}, "not divisible"),
         ({"dropout": -0.1}, "dropout must lie in [0, 1)"),
         ({"attention_dropout": 1.0}, "attention_dropout must lie in [0, 1)"),

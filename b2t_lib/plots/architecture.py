@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 import matplotlib.pyplot as plt
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
+from torch import nn
 
 from .style import apply_style, variant_label
 
@@ -55,11 +56,19 @@ def trace_layer(variant: str, role: str = "encoder") -> Node:
     entry = get_variant(variant)
     layer = (EncoderLayer if role == "encoder" else DecoderLayer)(16, 2, 32, variant, num_layers=6)
 
+    def symbolic_norm(module):  # labelled by what the module is: "LN", or its own symbol ("DyT")
+        label = getattr(module, "symbol", "LN")
+        return lambda x: Node("norm", [x], label)
+
+    for module in layer.modules():  # norms a variant adds itself (Sandwich-LN's output LayerNorms) trace too
+        if isinstance(module, nn.LayerNorm) or hasattr(module, "symbol"):
+            module.forward = symbolic_norm(module)
+
     def branch(name):
         return lambda x: Node("branch", [x], name)
 
     def norm(name):
-        return (lambda x: Node("norm", [x], "LN")) if entry.layer_norm else None
+        return symbolic_norm(layer.final_layer_norm) if entry.layer_norm else None
 
     sublayers = [(branch(name), norm(name)) for name in SUBLAYER_NAMES[role]]
     return entry.layer_forward(layer, Node("input", label="x"), sublayers)
