@@ -300,6 +300,9 @@ def build_trainability_parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="a training option for every cell, e.g. --option d_model=32 --option device=cuda",
     )
+    parser.add_argument(
+        "--workers", type=int, default=1, help="cells trained at a time, each in its own process (default 1)"
+    )
     parser.add_argument("--figure", default=None, help="also save the heatmap to this PNG file")
     return parser
 
@@ -333,6 +336,7 @@ def cmd_trainability(argv: list[str]) -> int:
         work_dir=args.work_dir,
         keep_runs=args.keep_runs,
         progress=_print_cell,
+        workers=args.workers,
     )
     if args.figure:
         from .plots.style import apply_style

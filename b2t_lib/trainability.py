@@ -36,9 +36,11 @@ stopped (cells already in the file with the same settings are not run again). Co
 from __future__ import annotations
 
 import json
+import multiprocessing
 import shutil
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from .config import ConfigError
@@ -94,13 +96,20 @@ def train_cell(
     variant: str, layers: int, lr: float, *, task: str, scale: str, max_update: int, options: dict, save_dir: Path
 ) -> dict:
     """Train one cell with the course's trainer; return its record (its status is the trainer's, curves included)."""
-    from .train import read_log, train
+    from .train import train
 
     cfg = cell_config(variant, layers, lr, max_update, options, task=task, scale=scale, save_dir=save_dir)
     shutil.rmtree(save_dir, ignore_errors=True)  # a fresh run: an interrupted cell starts over
     started = time.time()
     record = train(cfg)  # a failed run (stalled, diverged) is in the record, and logged by the trainer
-    train_log, valid_log = read_log(save_dir, "train"), read_log(save_dir, "valid")
+    return cell_record(variant, layers, lr, cfg, record, time.time() - started)
+
+
+def cell_record(variant: str, layers: int, lr: float, cfg, record: dict, seconds: float) -> dict:
+    """The map's entry for one trained cell: the trainer's ``record`` and the curves of its log."""
+    from .train import read_log
+
+    train_log, valid_log = read_log(cfg.save_dir, "train"), read_log(cfg.save_dir, "valid")
     return {
         "variant": variant,
         "layers": int(layers),
@@ -114,7 +123,7 @@ def train_cell(
         "stall_rule": record.get("stall_rule"),
         "valid_nll": record["metrics"].get("valid_nll"),  # the last validation; None for a diverged run
         "updates": record["metrics"]["num_updates"],
-        "seconds": round(time.time() - started, 2),
+        "seconds": round(seconds, 2),
         "data": cfg.data,
         "train_curve": [[e["update"], e["loss"]] for e in train_log],
         "valid_curve": [[e["update"], e["valid_nll"]] for e in valid_log],
@@ -134,6 +143,7 @@ def run_trainability_map(
     work_dir: str | Path | None = None,
     keep_runs: bool = False,
     progress=None,
+    workers: int = 1,
 ) -> dict:
     """Train every (variant, depth, lr) cell and return the map; write it to ``out`` after each cell.
 
@@ -154,6 +164,8 @@ def run_trainability_map(
     ``stall_margin`` and ``threshold`` = baseline - margin, the validation NLL a trained cell ends below.
         work_dir: where the runs go (default: a temporary folder); removed unless ``keep_runs``.
         progress: called with each finished cell record (for example ``print``).
+        workers: cells trained at a time, each in its own spawned process (a cell's result does not depend on
+            it). With more than one, ``out`` is written once they have all ended.
     """
     scale = scale or get_scale()
     options = dict(options or {})
@@ -169,6 +181,8 @@ def run_trainability_map(
         raise ConfigError("the grid is empty: give at least one variant, one depth and one learning rate")
     if max_update < 1:
         raise ConfigError(f"max_update must be at least 1, got {max_update}")
+    if workers < 1:
+        raise ConfigError(f"workers must be at least 1 (cells trained at a time), got {workers}")
     settings = {"task": task, "scale": scale, "max_update": int(max_update), "options": options}
     result = {
         "version": FORMAT_VERSION,
@@ -193,13 +207,52 @@ def run_trainability_map(
     work.mkdir(parents=True, exist_ok=True)
     try:
         done = {cell_key(c["variant"], c["layers"], c["lr"]) for c in result["cells"]}
-        for variant in variants:
-            for layers in depths:
-                for lr in lrs:
-                    if cell_key(variant, layers, lr) in done:
-                        continue
-                    save_dir = work / f"{variant}_{layers}L_lr{lr:g}"
-                    cell = train_cell(
+        pending = [
+            (variant, layers, lr)
+            for variant in variants
+            for layers in depths
+            for lr in lrs
+            if cell_key(variant, layers, lr) not in done
+        ]
+
+        def add(cell: dict) -> None:
+            rule = cell["stall_rule"] or {}
+            if result["threshold"] is None and rule.get("unigram_baseline") is not None:
+                result["unigram_baseline"] = round(rule["unigram_baseline"], 4)
+                result["stall_margin"] = rule["margin"]
+                result["threshold"] = round(rule["unigram_baseline"] - rule["margin"], 4)
+            result["cells"].append(cell)
+            if not keep_runs:
+                shutil.rmtree(work / f"{cell['variant']}_{cell['layers']}L_lr{cell['lr']:g}", ignore_errors=True)
+            if out is not None:
+                save_trainability(result, out)
+            if progress is not None:
+                progress(cell)
+
+        if workers > 1 and len(pending) > 1:
+            from .train import train
+
+            configs = []
+            for variant, layers, lr in pending:
+                save_dir = work / f"{variant}_{layers}L_lr{lr:g}"
+                shutil.rmtree(save_dir, ignore_errors=True)  # a fresh run: an interrupted cell starts over
+                configs.append(
+                    cell_config(variant, layers, lr, max_update, options, task=task, scale=scale, save_dir=save_dir)
+                )
+            started = time.time()
+            # each cell in a fresh spawned process, as the launcher's sweeps run (the engine stays below them)
+            with ProcessPoolExecutor(
+                min(workers, len(configs)), mp_context=multiprocessing.get_context("spawn")
+            ) as pool:
+                records = list(pool.map(train, configs))
+            seconds = (time.time() - started) * workers / len(configs)  # the mean wall time of a cell's process
+            for (variant, layers, lr), cfg, record in zip(pending, configs, records, strict=True):
+                add(cell_record(variant, layers, lr, cfg, record, seconds))
+        else:
+            for variant, layers, lr in pending:
+                save_dir = work / f"{variant}_{layers}L_lr{lr:g}"
+                add(
+                    train_cell(
                         variant,
                         layers,
                         lr,
@@ -209,18 +262,7 @@ def run_trainability_map(
                         options=options,
                         save_dir=save_dir,
                     )
-                    rule = cell["stall_rule"] or {}
-                    if result["threshold"] is None and rule.get("unigram_baseline") is not None:
-                        result["unigram_baseline"] = round(rule["unigram_baseline"], 4)
-                        result["stall_margin"] = rule["margin"]
-                        result["threshold"] = round(rule["unigram_baseline"] - rule["margin"], 4)
-                    result["cells"].append(cell)
-                    if not keep_runs:
-                        shutil.rmtree(save_dir, ignore_errors=True)
-                    if out is not None:
-                        save_trainability(result, out)
-                    if progress is not None:
-                        progress(cell)
+                )
     finally:
         if temporary and not keep_runs:
             shutil.rmtree(work, ignore_errors=True)

@@ -118,6 +118,28 @@ def test_sandwich_ln_normalizes_each_sublayers_input_and_output():
     assert len(DecoderLayer(D_MODEL, N_HEADS, D_FF, "sandwich_ln", 6, cross_attention=False).output_layer_norms) == 2
 
 
+def test_peri_ln_is_sandwich_ln_with_a_layer_norm_on_the_embedding_output():
+    layer = encoder_layer("peri_ln")
+    x, mask = inputs()
+    sa, ffn, ln1, ln2 = parts(layer, mask)
+    out1, out2 = layer.output_layer_norms
+    h = x + out1(sa(ln1(x)))
+    torch.testing.assert_close(layer(x, mask), h + out2(ffn(ln2(h))), rtol=1e-5, atol=1e-5)
+    seed_everything(3)
+    model = EncoderDecoder(small_config("peri_ln", 2, 2)).eval()
+    for stack in (model.encoder, model.decoder):
+        distinct_norms(stack)
+    src = torch.randint(4, 40, (2, 6))
+    embedded, mask = model.encoder.input(src, model.encoder.embed_tokens)
+    x = model.encoder.embedding_layer_norm(embedded)  # x_0 = LN_emb(embedding output)
+    for layer in model.encoder.layers:
+        x = layer(x, mask, {})
+    out, _ = model.encoder(src)
+    torch.testing.assert_close(out, model.encoder.layer_norm(x), rtol=1e-5, atol=1e-5)
+    sandwich = EncoderDecoder(small_config("sandwich_ln", 2, 2))
+    assert not hasattr(sandwich.encoder, "embedding_layer_norm"), "Sandwich-LN has no embedding LayerNorm"
+
+
 def dyt_by_hand(module, x):
     return module.weight * torch.tanh(module.alpha * x) + module.bias
 

@@ -181,7 +181,7 @@ def test_shared_embeddings_are_one_tensor():
 
 def test_only_the_variants_with_pre_ln_layers_have_a_final_stack_norm():
     # of the paper's four only Pre-LN; after it the variants whose top layers leave an un-normalized stream
-    with_final = {"pre_ln", "mix_ln", "ln_scaling", "sandwich_ln", "dyt"}
+    with_final = {"pre_ln", "mix_ln", "ln_scaling", "sandwich_ln", "peri_ln", "dyt"}
     for variant in VARIANTS:
         model = EncoderDecoder(tiny_config(variant))
         has_final = model.encoder.layer_norm is not None

@@ -8,6 +8,7 @@ from b2t_lib import EOS, PAD, EncoderDecoder, ModelConfig, seed_everything
 from b2t_lib.diagnostics import (
     init_gradient_profile,
     init_model,
+    layer_activations,
     layer_gradient_norms,
     layer_norm_std,
     layer_output_similarity,
@@ -184,3 +185,35 @@ def test_similarity_keeps_training_mode(batch):
     model.train()
     layer_output_similarity(model, batch, "decoder")
     assert model.training
+
+
+@pytest.mark.parametrize("variant", ["post_ln", "pre_ln", "peri_ln"])
+def test_layer_activations_are_each_layers_size_and_input_output_cosine_over_real_tokens(batch, variant):
+    model = small_model(variant).eval()
+    acts = layer_activations(model, batch, "encoder")
+    x, mask = model.encoder.input(batch["src_tokens"], model.encoder.embed_tokens)  # (batch, time, d), no dropout
+    if variant == "peri_ln":
+        x = model.encoder.embedding_layer_norm(x)  # Peri-LN's bottom layer receives the normalized embedding
+    real = batch["src_tokens"].ne(PAD)
+    assert acts.input_rms == pytest.approx(float(x[real].pow(2).mean().sqrt()), rel=1e-5)
+    with torch.no_grad():
+        for i, layer in enumerate(model.encoder.layers):
+            y = layer(x, mask, {})
+            assert acts.rms[i] == pytest.approx(float(y[real].pow(2).mean().sqrt()), rel=1e-5)
+            cos = torch.nn.functional.cosine_similarity(x[real], y[real], dim=-1).mean()
+            assert acts.io_cosine[i] == pytest.approx(float(cos), abs=1e-5)
+            x = y
+    assert acts.growth() == pytest.approx(acts.rms[-1] / acts.rms[0])
+    if variant == "post_ln":  # a LayerNorm ends every layer: unit size (gamma = 1, beta = 0)
+        np.testing.assert_allclose(acts.rms, 1.0, atol=1e-3)
+    assert acts.top_cosine(1.0) == pytest.approx(acts.io_cosine.mean())
+    assert acts.top_cosine(0.25) == pytest.approx(acts.io_cosine[-1])  # a quarter of 3 layers: the top one
+
+
+def test_layer_activations_name_a_missing_stack_and_keep_training_mode(batch):
+    model = init_model("pre_ln", 2, 2, d_model=16, vocab_size=VOCAB)
+    model.train()
+    layer_activations(model, batch, "decoder")
+    assert model.training
+    with pytest.raises(ValueError, match="no 'lm' stack"):
+        layer_activations(model, batch, "lm")

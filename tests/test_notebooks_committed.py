@@ -109,10 +109,10 @@ def test_every_nbval_marker_is_one_nbval_recognises(path):
     )
 
 
-# --- the task chapters' and the deep end's prose ---------------------------------------------------------------------
+# --- the prose of the task chapters and the chapters after them ----------------------------------------------------
 # A markdown cell says one thing: at most 200 words (aim for 150). Plumbing (the runs folder's environment variable,
 # nbval's markers, the tracker's issue numbers) belongs in docs/, not in what a learner reads.
-TASK_CHAPTERS = [p for p in NOTEBOOKS if p.name[:2] in ("06", "07", "08", "09", "10", "11")]
+TASK_CHAPTERS = [p for p in NOTEBOOKS if p.name[:2] in ("06", "07", "08", "09", "10", "11", "12")]
 PLUMBING = re.compile(r"B2T_RUNS|NBVAL|\bissues? #?\d+", re.IGNORECASE)
 
 
@@ -128,7 +128,7 @@ def test_the_prose_rules_catch_what_they_are_meant_to():
 
 @pytest.mark.parametrize("path", TASK_CHAPTERS, ids=lambda p: p.name)
 def test_task_chapter_markdown_is_short_and_free_of_plumbing(path):
-    assert len(TASK_CHAPTERS) == 6
+    assert len(TASK_CHAPTERS) == 7
     long = {i: len(text.split()) for i, text in markdown_cells(path) if len(text.split()) > 200}
     assert not long, f"{path.name}: markdown cells over 200 words (cell: words): {long}"
     plumbing = {i: PLUMBING.findall(text) for i, text in markdown_cells(path) if PLUMBING.search(text)}

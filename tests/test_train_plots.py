@@ -152,3 +152,11 @@ def test_figure9_draws_best_nll_against_the_total_number_of_layers():
     assert lines["Pre-LN"] == ([2, 6, 12], [4.3, 4.1, 4.1])  # encoder + decoder layers, as the paper's x-axis
     assert lines["B2T connection, deep100 recipe"] == ([12], [4.4])
     assert list(ax.get_xticks()) == [2, 6, 12]
+
+
+def test_every_variant_of_the_registry_has_its_own_color():
+    from b2t_lib import VARIANTS
+    from b2t_lib.plots.style import VARIANT_COLORS
+
+    assert set(VARIANT_COLORS) == set(VARIANTS)
+    assert len(set(VARIANT_COLORS.values())) == len(VARIANT_COLORS), "two variants share a color"

@@ -66,6 +66,18 @@ def test_grid_is_trained_written_and_resumed(tiny_data, tmp_path):
 
 
 @pytest.mark.slow
+def test_cells_trained_side_by_side_give_the_map_trained_one_by_one(tiny_data, tmp_path):
+    options = dict(OPTIONS, data=str(tiny_data))
+    grid = dict(scale="tiny", max_update=4, options=options)
+    alone = run_trainability_map(["pre_ln", "peri_ln"], [2], [3e-3], tmp_path / "alone.json", **grid)
+    side_by_side = run_trainability_map(["pre_ln", "peri_ln"], [2], [3e-3], tmp_path / "two.json", workers=2, **grid)
+    keys = ("variant", "layers", "lr", "status", "valid_nll", "train_curve", "valid_curve", "stall_rule")
+    assert [{k: c[k] for k in keys} for c in side_by_side["cells"]] == [{k: c[k] for k in keys} for c in alone["cells"]]
+    assert side_by_side["threshold"] == alone["threshold"]
+    assert load_trainability(tmp_path / "two.json")["cells"] == json.loads(json.dumps(side_by_side["cells"]))
+
+
+@pytest.mark.slow
 def test_command_line_writes_the_map_and_draws_the_heatmap(tiny_data, tmp_path, capsys):
     from b2t_lib.cli import COMMANDS
 
@@ -99,6 +111,8 @@ def test_command_line_writes_the_map_and_draws_the_heatmap(tiny_data, tmp_path, 
 def test_command_line_refuses_an_unknown_variant(tmp_path):
     with pytest.raises(ConfigError, match="unknown variants"):  # one line through the CLI's main
         cmd_trainability(["--variants", "no_such_variant", "--out", str(tmp_path / "x.json")])
+    with pytest.raises(ConfigError, match="workers must be at least 1"):
+        cmd_trainability(["--workers", "0", "--out", str(tmp_path / "x.json")])
 
 
 def test_heatmap_colors_each_cell_by_its_status():

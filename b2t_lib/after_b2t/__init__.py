@@ -5,6 +5,7 @@ r"""The methods after B2T (2023-2025): other answers to where the LayerNorm goes
 * ``mix_ln`` (:mod:`.mix_ln`): Post-LN in the first :math:`\lfloor \alpha L \rfloor` layers, Pre-LN above;
 * ``ln_scaling`` (:mod:`.ln_scaling`): Pre-LN, each LayerNorm's output times :math:`1/\sqrt{l}` in layer :math:`l`;
 * ``sandwich_ln`` (:mod:`.sandwich_ln`): :math:`x \leftarrow x + \mathrm{LN}_{out}(\mathcal F(\mathrm{LN}_{in}(x)))`;
+* ``peri_ln`` (:mod:`.sandwich_ln`): Sandwich-LN's layer and a LayerNorm on the embedding output;
 * ``dyt`` (:mod:`.dyt`): Pre-LN with every LayerNorm replaced by :math:`\gamma \odot \tanh(\alpha x) + \beta`;
 * ``b2t_dyt`` (:mod:`.dyt`): the B2T connection with DyT in place of its LayerNorms.
 
@@ -18,9 +19,10 @@ from .dyt import B2TDyT, DyT, DynamicTanh
 from .ln_scaling import LayerNormScaling
 from .mix_ln import MixLN, post_ln_layers
 from .resi_dual import ResiDual
-from .sandwich_ln import SandwichLN
+from .sandwich_ln import PeriLN, SandwichLN
 
-AFTER_B2T = ("resi_dual", "mix_ln", "ln_scaling", "sandwich_ln", "dyt", "b2t_dyt")  # by year of publication
+# in the order of docs/methods.md §6
+AFTER_B2T = ("resi_dual", "mix_ln", "ln_scaling", "sandwich_ln", "peri_ln", "dyt", "b2t_dyt")
 
 __all__ = [
     "AFTER_B2T",
@@ -29,6 +31,7 @@ __all__ = [
     "DynamicTanh",
     "LayerNormScaling",
     "MixLN",
+    "PeriLN",
     "ResiDual",
     "SandwichLN",
     "post_ln_layers",

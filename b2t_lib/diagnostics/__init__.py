@@ -3,12 +3,14 @@
 * :mod:`.layer_gradients` - gradient norm per layer (Figure 3)
 * :mod:`.residual_path`   - gradient norm at each point inside one layer (Figures 4 and 7)
 * :mod:`.similarity`      - cosine similarity between layer outputs (Figure 5)
+* :mod:`.activations`     - the stream's size per layer, and the cosine of each layer's input and output
 * :mod:`.jacobians`       - LayerNorm Jacobian in closed form; Eq. 3, 4 and 8 against autograd
 * :mod:`.gradient_paths`  - the identity, inner-LayerNorm and FFN paths of Eq. 8 measured inside a real layer
 * :mod:`.no_ln_scales`    - B2T w/o LN (Eq. 9-11): identity and branch terms per layer, the critical width
 * :mod:`.profiles`, :mod:`.batches` - fresh models and the fixed random batch they are measured on
 """
 
+from .activations import LayerActivations, layer_activations
 from .batches import random_translation_batch
 from .forward import model_loss
 from .jacobians import (
@@ -29,6 +31,8 @@ from .residual_path import ResidualPathGradients, residual_path_gradients
 from .similarity import LayerSimilarity, cosine_similarity_matrix, layer_output_similarity
 
 __all__ = [
+    "LayerActivations",
+    "layer_activations",
     "random_translation_batch",
     "model_loss",
     "FinalSumJacobians",

@@ -51,3 +51,28 @@ def layer_of(model: nn.Module, stack: str, layer_index: int) -> nn.Module:
             f"(use 0..{len(layers) - 1}, or -1 for the top layer)"
         )
     return layers[layer_index]
+
+
+@torch.no_grad()
+def layer_inputs_outputs(model: nn.Module, batch: dict, stack: str) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """``(input, output)`` of every layer of one stack of ``model`` (bottom first), from one forward pass on
+    ``batch`` in eval mode, taken with forward hooks; the model's train/eval mode is restored afterwards."""
+    stacks = model_stacks(model)
+    if stack not in stacks:
+        raise ValueError(f"the model has no {stack!r} stack; it has: {', '.join(stacks) or 'none'}")
+    pairs: list[tuple[torch.Tensor, torch.Tensor]] = []
+    handles = [
+        layer.register_forward_hook(lambda module, args, output: pairs.append((args[0], output)))
+        for layer in stacks[stack].layers
+    ]
+    was_training = model.training
+    model.eval()
+    try:
+        forward_batch(model, batch)
+    finally:
+        for handle in handles:
+            handle.remove()
+        model.train(was_training)
+    if len(pairs) != len(stacks[stack].layers):
+        raise RuntimeError(f"expected one call per {stack} layer, the hooks saw {len(pairs)}")
+    return pairs

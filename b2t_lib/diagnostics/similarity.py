@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..model import forward_batch, model_stacks
+from .forward import layer_inputs_outputs
 
 
 @dataclass
@@ -41,28 +41,12 @@ class LayerSimilarity:
         return self.matrix[:-1, -1]
 
 
-@torch.no_grad()
 def layer_output_similarity(model: nn.Module, batch: dict, stack: str = "encoder") -> LayerSimilarity:
     """Figure 5's matrix for one stack of ``model`` on ``batch``, with the model in eval mode.
 
     ``batch`` holds ``src_tokens`` (read by the encoder) and ``prev_output_tokens`` (decoder).
     """
-    stacks = model_stacks(model)
-    if stack not in stacks:
-        raise ValueError(f"the model has no {stack!r} stack; it has: {', '.join(stacks) or 'none'}")
-    outputs: list[torch.Tensor] = []
-    handles = [
-        layer.register_forward_hook(lambda module, args, output: outputs.append(output))
-        for layer in stacks[stack].layers
-    ]
-    was_training = model.training
-    model.eval()
-    try:
-        forward_batch(model, batch)
-    finally:
-        for handle in handles:
-            handle.remove()
-        model.train(was_training)
+    outputs = [output for _, output in layer_inputs_outputs(model, batch, stack)]
 
     tokens = batch["src_tokens"] if stack == "encoder" else batch["prev_output_tokens"]
     real = tokens.ne(model.cfg.pad_idx if hasattr(model, "cfg") else 1)  # (batch, time)

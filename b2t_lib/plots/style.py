@@ -13,7 +13,7 @@ import matplotlib
 
 from ..variants import VARIANTS
 
-# One color per method, the same in every figure of the course.
+# One color per method, the same in every figure of the course (tests/test_train_plots.py: every variant has its own).
 VARIANT_COLORS = {
     "post_ln": "#1f77b4",
     "pre_ln": "#ff7f0e",
@@ -24,6 +24,14 @@ VARIANT_COLORS = {
     "tfixup": "#7f7f7f",
     "realformer": "#bcbd22",
     "deepnet": "#17becf",
+    # the methods after B2T (b2t_lib/after_b2t)
+    "resi_dual": "#2ca02c",
+    "mix_ln": "#8c6d31",
+    "ln_scaling": "#e6550d",
+    "sandwich_ln": "#393b79",
+    "peri_ln": "#6b6ecf",
+    "dyt": "#e7ba52",
+    "b2t_dyt": "#ff9896",
 }
 
 STYLE = {
