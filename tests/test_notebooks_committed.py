@@ -133,3 +133,24 @@ def test_task_chapter_markdown_is_short_and_free_of_plumbing(path):
     assert not long, f"{path.name}: markdown cells over 200 words (cell: words): {long}"
     plumbing = {i: PLUMBING.findall(text) for i, text in markdown_cells(path) if PLUMBING.search(text)}
     assert not plumbing, f"{path.name}: plumbing in the prose (cell: what): {plumbing}; move it to docs/"
+
+
+# --- the course map ------------------------------------------------------------------------------------------------
+def test_the_course_maps_stored_table_lists_the_chapters_on_disk():
+    """Chapter 00 builds its table of chapters from the other notebooks' headings and summaries when it runs, and
+    nbval compares the stored table. A chapter retitled without re-executing chapter 00 fails only there, after the
+    whole notebook pass; this finds it in a second (fix: re-execute 00, `make notebooks` or nbconvert)."""
+    course_map = next(p for p in NOTEBOOKS if p.name.startswith("00_"))
+    cells = json.loads(course_map.read_text(encoding="utf-8"))["cells"]
+    table_cell = next(c for c in cells if c["cell_type"] == "code" and "def chapter_row" in "".join(c["source"]))
+    markdown = next(o for o in table_cell["outputs"] if "text/markdown" in o.get("data", {}))
+    stored = "".join(markdown["data"]["text/markdown"])
+    source = "".join(table_cell["source"])
+    namespace: dict = {}
+    exec(source[: source.index("\n\nchapters = ")], namespace)  # the cell's chapter_row, as it runs in notebooks/
+    for path in NOTEBOOKS:
+        number, title, summary = namespace["chapter_row"](path)
+        row = f"| {number} | **{title}** | {summary} |"
+        assert row in stored, f"{course_map.name}'s stored table is out of date for {path.name}: re-execute chapter 00"
+    stored_rows = [line for line in stored.splitlines() if re.match(r"\| \d\d \|", line)]
+    assert len(stored_rows) == len(NOTEBOOKS), f"{course_map.name}'s stored table lists other chapters than notebooks/"
