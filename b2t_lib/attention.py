@@ -15,7 +15,8 @@ gain :math:`1/\sqrt{2}` for q/k/v, plain ``xavier_uniform`` and a zero bias for 
 
 Two extras:
 
-* an incremental key/value cache (a plain dict per layer) for step-by-step generation;
+* an incremental key/value cache for step-by-step generation: a plain dict per layer, whose self-attention history
+  is a :class:`KeyValueCache` (beam search reorders it in one copy per step);
 * a per-forward-pass ``state`` dict, shared by the attentions of one type from layer to layer, for
   variants whose attention carries something up the stack (:data:`b2t_lib.variants.Variant.attention_class`).
   This class ignores it; a subclass overrides :meth:`MultiheadAttention.attend` to use it.
@@ -74,8 +75,8 @@ class MultiheadAttention(nn.Module):
             key_value: None for self-attention.
             key_padding_mask: (batch, src_time), True at padding keys.
             causal: hide future keys (decoder self-attention).
-            cache: dict for incremental decoding. Self-attention appends this step's keys/values;
-                cross-attention (``static_kv=True``) computes them once and reuses them.
+            cache: dict for incremental decoding. Self-attention appends this step's keys/values to its
+                :class:`KeyValueCache`; cross-attention (``static_kv=True``) computes them once and reuses them.
             state: the per-forward-pass dict of this attention type (see the module docstring), or None.
 
         Returns:
@@ -89,11 +90,12 @@ class MultiheadAttention(nn.Module):
         else:
             k = self._split_heads(self.k_proj(source))  # (batch, heads, src_time, d_head)
             v = self._split_heads(self.v_proj(source))
-            if cache is not None:
-                if not static_kv and "k" in cache:  # append this step to the self-attention history
-                    k = torch.cat([cache["k"], k], dim=2)
-                    v = torch.cat([cache["v"], v], dim=2)
+            if cache is not None and static_kv:
                 cache["k"], cache["v"] = k, v
+            elif cache is not None:  # append this step to the self-attention history: every position so far
+                if "history" not in cache:
+                    cache["history"] = KeyValueCache()
+                k, v = cache["history"].append(k, v)
 
         tgt_time, src_time = q.shape[2], k.shape[2]
         own_key = causal and key_value is None  # decoder self-attention: a query always sees its own key
@@ -152,10 +154,53 @@ def causal_mask(tgt_time: int, src_time: int, device) -> torch.Tensor:
     return torch.ones(tgt_time, src_time, dtype=torch.bool, device=device).tril(diagonal=offset)
 
 
+class KeyValueCache:
+    """The keys and values of every position a self-attention has seen so far, for incremental decoding.
+
+    They are kept as ``(batch, heads, time, d_head)`` tensors that the attention kernel reads as they are
+    (contiguous). Beam search reorders the history after every step (each beam continues one of the previous
+    beams); :meth:`reorder` gathers the rows into a new tensor with room for one more position, and the next
+    :meth:`append` writes its keys into that room, so a step copies the history once (fairseq concatenates, then
+    gathers: twice). Without a reorder in between, :meth:`append` concatenates.
+    """
+
+    def __init__(self):
+        self.keys = self.values = None  # (batch, heads, time + room, d_head)
+        self.length = 0  # positions filled
+
+    def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Add ``k``, ``v`` (batch, heads, new, d_head); return the keys and values of every position so far."""
+        end = self.length + k.shape[2]
+        if self.keys is None:
+            self.keys, self.values = k, v
+        elif self.keys.shape[2] >= end:  # the room a reorder left
+            self.keys[:, :, self.length : end] = k
+            self.values[:, :, self.length : end] = v
+        else:
+            self.keys = torch.cat([self.keys[:, :, : self.length], k], dim=2)
+            self.values = torch.cat([self.values[:, :, : self.length], v], dim=2)
+        self.length = end
+        return self.keys[:, :, :end], self.values[:, :, :end]
+
+    def reorder(self, order: torch.Tensor) -> None:
+        """Row ``i`` of the history becomes the old row ``order[i]`` (``order`` may be shorter: rows leave)."""
+        if self.keys is None:
+            return
+        self.keys, self.values = (self._gather(history, order) for history in (self.keys, self.values))
+
+    def _gather(self, history: torch.Tensor, order: torch.Tensor) -> torch.Tensor:
+        batch, heads, _, d_head = history.shape
+        out = history.new_empty(len(order), heads, self.length + 1, d_head)  # + room for the next position
+        torch.index_select(history[:, :, : self.length], 0, order, out=out[:, :, : self.length])
+        return out
+
+
 def reorder_cache(cache: dict, order: torch.Tensor) -> None:
     """Reorder every cached tensor along the batch dimension (beam search keeps the best beams)."""
     for name, value in cache.items():
         if isinstance(value, torch.Tensor):
             cache[name] = value.index_select(0, order)
+        elif isinstance(value, KeyValueCache):
+            value.reorder(order)
         elif isinstance(value, dict):
             reorder_cache(value, order)

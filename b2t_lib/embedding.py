@@ -53,10 +53,12 @@ class SinusoidalPositions(nn.Module):
         self.d_model, self.pad_idx = d_model, pad_idx
         self.register_buffer("table", sinusoidal_table(init_size + pad_idx + 1, d_model, pad_idx), persistent=False)
 
-    def forward(self, padding_mask: torch.Tensor) -> torch.Tensor:
-        """padding_mask (batch, time), True at padding -> positions (batch, time, d_model)."""
+    def forward(self, padding_mask: torch.Tensor, offset: torch.Tensor | None = None) -> torch.Tensor:
+        """padding_mask (batch, time), True at padding -> positions (batch, time, d_model). ``offset`` (batch,):
+        real tokens before the first column (incremental decoding passes the newest column only)."""
         not_pad = (~padding_mask).long()
-        positions = torch.cumsum(not_pad, dim=1) * not_pad + self.pad_idx  # fairseq make_positions
+        counted = torch.cumsum(not_pad, dim=1) if offset is None else torch.cumsum(not_pad, dim=1) + offset[:, None]
+        positions = counted * not_pad + self.pad_idx  # fairseq make_positions
         needed = int(positions.max()) + 1 if positions.numel() else 0
         if needed > self.table.shape[0]:
             self.table = sinusoidal_table(needed, self.d_model, self.pad_idx).to(self.table.device)
@@ -92,8 +94,19 @@ class TokenInput(nn.Module):
         self.keep_first = keep_first
         self.embed_positions = SinusoidalPositions(d_model, pad_idx)
 
-    def forward(self, tokens: torch.Tensor, embed_tokens: nn.Embedding) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        self, tokens: torch.Tensor, embed_tokens: nn.Embedding, last_only: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(x (batch, time, d_model), padding_mask (batch, time))``. With ``last_only`` (incremental decoding:
+        the earlier positions are cached) ``x`` is the newest position only, (batch, 1, d_model), at the position
+        it has in the whole sequence; the padding mask still covers every position."""
         padding_mask = tokens.eq(self.pad_idx)  # (batch, time)
-        x = word_dropout(embed_tokens(tokens), self.word_dropout, self.training, self.keep_first)
-        x = self.embed_scale * x + self.embed_positions(padding_mask)  # (batch, time, d_model)
-        return x, padding_mask
+        keep_first = self.keep_first and (not last_only or tokens.shape[1] == 1)
+        if last_only:
+            before = (~padding_mask[:, :-1]).sum(1)  # (batch,) real tokens before the newest one
+            positions = self.embed_positions(padding_mask[:, -1:], offset=before)
+            tokens = tokens[:, -1:]
+        else:
+            positions = self.embed_positions(padding_mask)
+        x = word_dropout(embed_tokens(tokens), self.word_dropout, self.training, keep_first)
+        return self.embed_scale * x + positions, padding_mask  # (batch, time, d_model)

@@ -84,7 +84,11 @@ def _next_log_probs(
     eos, pad, unk = _special_ids(model)
     logits = model.decoder(tokens, memory, memory_padding_mask, cache)[:, -1]  # (rows, vocab)
     log_probs = F.log_softmax(logits.float(), dim=-1)  # rule 3: float32 log-softmax
-    log_probs.masked_fill_(torch.isnan(log_probs), NEG_INF)  # rule 3: NaN counts as -inf
+    # Rule 3: NaN counts as -inf. Log-probabilities are finite or -inf, so a row's sum is NaN exactly when the row
+    # holds a NaN: one read of the (rows, vocab) block finds them, and only such rows are rewritten.
+    nan_rows = torch.isnan(log_probs.sum(dim=1))  # (rows,)
+    if bool(nan_rows.any()):
+        log_probs[nan_rows] = log_probs[nan_rows].nan_to_num(nan=NEG_INF, posinf=float("inf"), neginf=NEG_INF)
     log_probs[:, pad] = NEG_INF  # rule 3: never generate padding (BOS stays allowed)
     log_probs[:, unk] -= unk_penalty  # rule 3: unknown-word penalty
     if step >= max_len:  # rule 1: after max_len tokens only EOS may follow
@@ -201,7 +205,7 @@ def beam_search_hypotheses(
         if step == 0:
             flat = log_probs[:, 0, :]  # rule 4: every beam is the same empty prefix, only the first proposes
         else:
-            flat = (log_probs + scores[:, :, None]).view(n_live, beam * vocab)  # rule 4: cumulative scores
+            flat = log_probs.add_(scores[:, :, None]).view(n_live, beam * vocab)  # rule 4: cumulative scores
         n_cand = min(cand_size, flat.shape[1] - 1)  # rule 4: 2 * beam candidates (-1: padding never chosen)
         cand_scores, cand_index = flat.topk(n_cand, dim=1)  # (live, n_cand), best first
         cand_beams, cand_tokens = cand_index // vocab, cand_index % vocab

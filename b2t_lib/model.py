@@ -132,12 +132,13 @@ class Decoder(nn.Module):
         running; padding before a real token is masked. With ``cache`` the mask spans every position
         so far, since ``prev_output_tokens`` always holds the whole prefix.
         """
-        x, padding_mask = self.input(prev_output_tokens, self.embed_tokens)  # (batch, tgt_time, d_model)
+        # incremental decoding (a cache): only the newest position is computed, the earlier ones live in the cache
+        incremental = cache is not None
+        x, padding_mask = self.input(prev_output_tokens, self.embed_tokens, last_only=incremental)
+        # x: (batch, tgt_time, d_model), (batch, 1, d_model) when incremental; padding_mask: (batch, tgt_time)
         # Padding followed by a real token somewhere (left padding): only then can a real position see a pad.
         pads_before_tokens = bool((padding_mask[:, :-1] & ~padding_mask[:, 1:]).any())
         self_padding_mask = padding_mask if pads_before_tokens else None  # (batch, tgt_time) or None
-        if cache is not None:
-            x = x[:, -1:]  # incremental decoding: earlier positions live in the cache
         x = F.dropout(x, p=self.dropout, training=self.training)
         state: dict = {}
 

@@ -14,6 +14,10 @@ utilization (MFU) against the GPU's dense bf16 peak::
     python benchmarks/bench_train_step.py --device cuda --batch 128 --length 64 --peak-tflops 989
     python benchmarks/bench_train_step.py --profile b2t       # where the time of one variant goes
     python benchmarks/bench_train_step.py --profile torch     # ... and of nn.Transformer
+    python benchmarks/bench_train_step.py --variants b2t --compile   # also torch.compile'd (the trainer's --compile)
+
+``--compile`` adds, for each variant, a row of the same model wrapped in ``torch.compile`` (as the trainer's
+``--compile`` wraps it), timed against the same reference; its first steps (the compilation) are left out.
 """
 
 from __future__ import annotations
@@ -200,6 +204,7 @@ def main() -> None:
     parser.add_argument(
         "--profile", metavar="VARIANT", help="profile one variant ('torch' for nn.Transformer) instead of comparing"
     )
+    parser.add_argument("--compile", action="store_true", help="also time each variant under torch.compile")
     args = parser.parse_args()
     if args.device == "cuda" and not torch.cuda.is_available():
         raise UserError("--device cuda: this machine has no CUDA GPU", todo="use --device cpu")
@@ -244,6 +249,12 @@ def main() -> None:
         ref_s, ours_s = paired_times(reference, candidate, steps, args.warmup)
         reference_times.append(ref_s)
         rows.append(line(f"b2t_lib {variant}", ours_s, ours_s / ref_s))
+        if args.compile:
+            candidate.model = torch.compile(candidate.model)
+            eager_ratio = ours_s / ref_s
+            ref_s, compiled_s = paired_times(reference, candidate, steps, args.warmup + 2)  # + compilation
+            rows.append(line(f"b2t_lib {variant} compiled", compiled_s, compiled_s / ref_s))
+            rows.append(f"# torch.compile speed-up of {variant}: {eager_ratio / (compiled_s / ref_s):.2f}x")
         del candidate
     ref_median = sorted(reference_times)[len(reference_times) // 2]
     print(line("nn.Transformer", ref_median, 1.0))

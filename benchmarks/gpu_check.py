@@ -5,7 +5,8 @@ On one CUDA GPU (bf16 autocast), with the sizes of the presets:
 1. **training step** of Transformer-base (the full MT preset's width, heads and FFN; a batch of its 3584 tokens
    per GPU) at 6L-6L and 18L-18L: b2t_lib's Post-LN and B2T against ``torch.nn.Transformer`` on the same batch,
    timed in alternation: ms per step, target tokens/s, model FLOPs utilization (MFU) against the GPU's dense
-   bf16 peak (``--peak-tflops``, 989 for an H100/H200 SXM) and peak memory;
+   bf16 peak (``--peak-tflops``, 989 for an H100/H200 SXM) and peak memory; and 6L-6L B2T under ``torch.compile``
+   (the trainer's ``--compile``, timed in alternation with the reference again after its compilation);
 2. **the LM's output layer at WikiText-103's vocabulary** (V = 267,744; the full LM preset's 16L at d 1024):
    adaptive input and softmax against a full softmax, loss layer and whole step, time and peak memory;
 3. **300 updates of the small preset's 18L-18L Post-LN and B2T** on the synthetic translation pair: the
@@ -90,12 +91,8 @@ def training_steps(sizes: dict, device, steps: int, peak_tflops: float) -> list[
                 step_bench.ours(variant, sizes["mt_vocab"], d, heads, layers, d_ff).to(device), batch, device, amp
             )
             ref_s, ours_s = step_bench.paired_times(reference, candidate, steps, warmup=3)
-            for name, seconds, stepper in (
-                ("nn.Transformer", ref_s, reference),
-                (f"b2t_lib {variant}", ours_s, candidate),
-            ):
-                if name == "nn.Transformer" and any(r["model"] == name and r["layers"] == layers for r in rows):
-                    continue
+
+            def add_row(name, seconds, ref_window, stepper):
                 rows.append(
                     dict(
                         model=name,
@@ -104,11 +101,19 @@ def training_steps(sizes: dict, device, steps: int, peak_tflops: float) -> list[
                         tokens_per_s=batch_size * length / seconds,
                         mfu=flops / seconds / (peak_tflops * 1e12) if amp else None,
                         peak_bytes=peak_memory(stepper.step, device),
-                        ratio=seconds / ref_s,
+                        ratio=seconds / ref_window,
                         batch=f"{batch_size} x {length}",
                         d=d,
                     )
                 )
+
+            if not any(r["model"] == "nn.Transformer" and r["layers"] == layers for r in rows):
+                add_row("nn.Transformer", ref_s, ref_s, reference)
+            add_row(f"b2t_lib {variant}", ours_s, ref_s, candidate)
+            if variant == "b2t" and layers == 6:  # the trainer's --compile: torch.compile of the same model
+                candidate.model = torch.compile(candidate.model)
+                ref_c, compiled_s = step_bench.paired_times(reference, candidate, steps, warmup=3)
+                add_row(f"b2t_lib {variant} compiled", compiled_s, ref_c, candidate)
             del candidate
         del reference
     return rows

@@ -1,7 +1,8 @@
 """Every variant in the registry trains a few updates of the tiny synthetic translation task at
-6L-6L with the course's trainer, and its training loss falls."""
+6L-6L with the course's trainer, its training loss falls, and its checkpoint rebuilds the trained model."""
 
 import pytest
+import torch
 
 import b2t_lib
 from b2t_lib.trainability import cell_config
@@ -23,6 +24,7 @@ def tiny_data(tmp_path_factory):
 @pytest.mark.parametrize("variant", sorted(b2t_lib.VARIANTS))
 def test_every_variant_trains_with_a_falling_loss(variant, tiny_data, tmp_path):
     from b2t_lib.train import load_checkpoint, read_log, train
+    from b2t_lib.train.evaluate import load_trained_model
 
     # 20 updates do not leave the unigram plateau: the stall rule (a map cell is judged at its end) is off here.
     options = dict(
@@ -47,7 +49,12 @@ def test_every_variant_trains_with_a_falling_loss(variant, tiny_data, tmp_path):
     assert last < first - 0.3, f"{variant}: loss went from {first:.3f} to {last:.3f} bits"
     if variant == "tfixup":
         assert cfg.lr_scheduler == "inverse_sqrt_nowarmup"  # its own recipe (Appendix A.1)
+    # the checkpoint holds the trained model: a model rebuilt from it has every trained tensor
+    state = load_checkpoint(tmp_path / "run" / "checkpoint_last.pt")
+    model, _ = load_trained_model(tmp_path / "run")
+    rebuilt = model.state_dict()
+    assert rebuilt.keys() == state["model"].keys()
+    assert all(torch.equal(rebuilt[name], tensor) for name, tensor in state["model"].items())
     if variant == "admin":  # the trainer ran the profiling pass, and the checkpoint remembers it
-        state = load_checkpoint(tmp_path / "run" / "checkpoint_last.pt")
         assert bool(state["model"]["encoder.admin_profiled"]) and bool(state["model"]["decoder.admin_profiled"])
         assert float(state["model"]["decoder.layers.5.admin_shortcut_weights.2"].mean()) > 1.0

@@ -1,0 +1,278 @@
+r"""Beam search speed: this checkout's search against an earlier commit's, on the same weights and the same batch.
+
+Each implementation runs in its own process (the earlier one from ``git archive`` of ``--baseline``), alternately,
+``--rounds`` times; the table gives the median sentences per second of each and their ratio, and checks that both
+found the same hypotheses (every sentence's whole n-best list, tokens and scores). ``--profile`` adds where one
+search spends its time: the model's matrix products (projections, FFN, output layer: the work no search can
+avoid), the attention kernel, and everything else (the search itself, cache copies, masks, log-softmax, top-k).
+
+The model is an untrained Transformer (every weight random, seeded). An untrained model almost never ends a
+sentence, so the search would always run to its length limit with every sentence in the batch; ``--eos-boost``
+scales the EOS embedding row (which is also its output row: embeddings are shared) so that hypotheses end at
+varied lengths, as a trained model's do. Settings: ``base`` is Transformer-base 6L-6L with WMT's joint
+vocabulary (32768), ``tiny`` the course's tiny MT model (d 64, 6L-6L, a vocabulary of 1000)::
+
+    python benchmarks/bench_decode.py                     # base, 32 sentences, beam 4, against BASELINE
+    python benchmarks/bench_decode.py --setting tiny
+    python benchmarks/bench_decode.py --profile --rounds 1
+    python benchmarks/bench_decode.py --baseline HEAD~3   # any commit whose b2t_lib has the same ModelConfig fields
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from b2t_lib.errors import ArgumentParser, UserError, run_command
+
+REPO = Path(__file__).resolve().parents[1]
+BASELINE = "fe5ca9c"  # the previous search: its history concatenated, then gathered, every step (RESULTS.md §12)
+# eos_boost: the smallest scale of the EOS row at which this untrained model ends some hypotheses early and lets
+# others run to the limit (below it none ends, above it every hypothesis ends within a few tokens)
+SETTINGS = {
+    "base": dict(d_model=512, n_heads=8, d_ff=2048, layers=6, vocab=32768, eos_boost=4.0),
+    "tiny": dict(d_model=64, n_heads=4, d_ff=256, layers=6, vocab=1000, eos_boost=3.0),
+}
+# The model's matrix products as the profiler names them; the attention kernel (its own small products) apart.
+GEMM_OPS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::_mkl_linear"}
+ATTENTION_OPS = {"aten::_scaled_dot_product_flash_attention_for_cpu", "aten::_scaled_dot_product_attention_math"}
+
+
+def build_inputs(setting: dict, sentences: int, min_len: int, max_len: int, eos_boost: float, out: Path) -> dict:
+    """Seeded weights and a right-padded source batch (lengths uniform in [min_len, max_len], then EOS)."""
+    from b2t_lib import EncoderDecoder, ModelConfig, seed_everything
+    from b2t_lib.special_tokens import EOS, PAD
+
+    seed_everything(0)
+    config = dict(
+        vocab_size=setting["vocab"],
+        d_model=setting["d_model"],
+        n_heads=setting["n_heads"],
+        d_ff=setting["d_ff"],
+        encoder_layers=setting["layers"],
+        decoder_layers=setting["layers"],
+        variant="b2t",
+        dropout=0.0,
+    )
+    model = EncoderDecoder(ModelConfig(**config))
+    with torch.no_grad():
+        model.decoder.embed_tokens.weight[EOS] *= eos_boost
+    torch.save(model.state_dict(), out / "weights.pt")
+    generator = torch.Generator().manual_seed(1)
+    lengths = torch.randint(min_len, max_len + 1, (sentences,), generator=generator)
+    src = torch.full((sentences, int(lengths.max()) + 1), PAD)
+    for row, n in enumerate(lengths.tolist()):
+        src[row, :n] = torch.randint(4, setting["vocab"], (n,), generator=generator)
+        src[row, n] = EOS
+    torch.save(src, out / "source.pt")
+    return config
+
+
+def baseline_tree(commit: str, out: Path) -> Path:
+    """``b2t_lib`` of ``commit``, extracted under ``out`` (the folder to put first on PYTHONPATH)."""
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", commit, "b2t_lib"], capture_output=True)
+    if archive.returncode != 0:
+        raise UserError(
+            f"git archive {commit} failed: {archive.stderr.decode().strip()}",
+            todo="give --baseline a commit of this repository's history (a shallow clone may lack it)",
+        )
+    subprocess.run(["tar", "-x", "-C", str(out)], input=archive.stdout, check=True)
+    return out
+
+
+def run_child(tree: Path, spec: dict, out: Path) -> dict:
+    """One implementation's measurements, in a fresh process that imports ``b2t_lib`` from ``tree``."""
+    spec_file = out / "spec.json"
+    spec_file.write_text(json.dumps(spec))
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    done = subprocess.run([sys.executable, __file__, "--child", str(spec_file)], env=env, capture_output=True)
+    if done.returncode != 0:
+        raise UserError(f"the search of {tree} failed: {done.stderr.decode().strip().splitlines()[-1]}")
+    return json.loads((out / "result.json").read_text())
+
+
+def child(spec_file: str) -> None:
+    """Inside the child process: load the model, warm up, time ``repeats`` searches, maybe profile one."""
+    import b2t_lib
+    from b2t_lib import EncoderDecoder, ModelConfig
+    from b2t_lib.generate import beam_search_hypotheses
+
+    spec = json.loads(Path(spec_file).read_text())
+    torch.set_num_threads(spec["threads"])
+    model = EncoderDecoder(ModelConfig(**spec["config"]))
+    model.load_state_dict(torch.load(spec["weights"]))
+    model.eval()
+    src = torch.load(spec["source"])
+    options = spec["search"]
+
+    def search(batch):
+        return beam_search_hypotheses(model, batch, **options)
+
+    search(src[:4])  # warm-up: allocations, lazy initialization
+    wall, cpu = [], []
+    for _ in range(spec["repeats"]):
+        w, c = time.perf_counter(), time.process_time()
+        found = search(src)
+        wall.append(time.perf_counter() - w)
+        cpu.append(time.process_time() - c)
+    result = dict(
+        wall=wall,
+        cpu=cpu,
+        library=str(Path(b2t_lib.__file__).parent),
+        hypotheses=[[(h.tokens.tolist(), h.score) for h in hypotheses] for hypotheses in found],
+    )
+    if spec["profile"]:
+        result["profile"] = profile_search(lambda: search(src))
+    Path(spec_file).with_name("result.json").write_text(json.dumps(result))
+
+
+def profile_search(search) -> dict:
+    """Where one search's time goes: the profiler's self time by kind of operator, and the floor that no search
+    can go below, its matrix products alone: every product of the search (shapes from the profiler) timed again on
+    its own, one after another, outside the search (``gemm_floor``, seconds)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    start = time.perf_counter()
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        search()
+    wall = time.perf_counter() - start
+    self_s: dict[str, float] = {}
+    products: dict[tuple, int] = {}  # (rows, inner, columns, bias) -> calls
+    for event in prof.key_averages(group_by_input_shape=True):
+        self_s[event.key] = self_s.get(event.key, 0.0) + event.self_cpu_time_total / 1e6
+        if event.key in GEMM_OPS and event.key != "aten::_mkl_linear":
+            shapes = [shape for shape in event.input_shapes if shape]
+            bias = event.key == "aten::addmm"
+            (m, k), (_, n) = shapes[1:3] if bias else shapes[:2]
+            products[(m, k, n, bias)] = products.get((m, k, n, bias), 0) + event.count
+    gemm = sum(t for key, t in self_s.items() if key in GEMM_OPS)
+    attention = sum(t for key, t in self_s.items() if key in ATTENTION_OPS)
+    top = sorted(self_s.items(), key=lambda kv: -kv[1])[:10]
+    return dict(wall=wall, gemm=gemm, attention=attention, other_ops=sum(self_s.values()) - gemm - attention,
+                top=top, gemm_floor=replay_products(products))  # fmt: skip
+
+
+def replay_products(products: dict[tuple, int]) -> float:
+    """Seconds the given matrix products take on their own, each as ``F.linear`` computes it (``x W^T + b``)."""
+    import torch.nn.functional as F
+
+    total = 0.0
+    with torch.no_grad():
+        for (m, k, n, bias), calls in products.items():
+            x, weight = torch.randn(m, k), torch.randn(n, k)
+            b = torch.randn(n) if bias else None
+            F.linear(x, weight, b)  # warm
+            start = time.perf_counter()
+            for _ in range(calls):
+                F.linear(x, weight, b)
+            total += time.perf_counter() - start
+    return total
+
+
+def median(xs: list[float]) -> float:
+    return sorted(xs)[len(xs) // 2]
+
+
+def compare(a: list, b: list) -> tuple[bool, float, int]:
+    """(identical token lists in every n-best, the largest score difference, sentences whose lists differ)."""
+    differ = sum(1 for x, y in zip(a, b) if [t for t, _ in x] != [t for t, _ in y])
+    gaps = [abs(s - r) for x, y in zip(a, b) for (_, s), (_, r) in zip(x, y)]
+    return differ == 0 and len(a) == len(b), max(gaps, default=0.0), differ
+
+
+def print_profile(name: str, p: dict, wall: float) -> None:
+    rest = p["wall"] - p["gemm"] - p["attention"] - p["other_ops"]
+    share = {key: value / p["wall"] for key, value in dict(p, rest=rest).items() if key not in ("wall", "top")}
+    print(
+        f"  {name:9s} wall {p['wall']:6.2f} s: matrix products {share['gemm']:5.1%}, attention kernel "
+        f"{share['attention']:5.1%}, other operators {share['other_ops']:5.1%}, Python {share['rest']:5.1%}"
+    )
+    print(
+        f"            its matrix products alone: {p['gemm_floor']:.2f} s ({p['gemm_floor'] / wall:.0%} of its search)"
+    )
+    print("            " + ", ".join(f"{k.replace('aten::', '')} {t:.2f}" for k, t in p["top"]))
+
+
+def main() -> None:
+    parser = ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--setting", choices=sorted(SETTINGS), default="base", help="model size (default base)")
+    parser.add_argument("--baseline", default=BASELINE, help=f"the commit to compare with (default {BASELINE})")
+    parser.add_argument("--sentences", type=int, default=32, help="sentences in the batch (default 32)")
+    parser.add_argument("--beam", type=int, default=4, help="beam size (default 4, the paper's translation beam)")
+    parser.add_argument("--lenpen", type=float, default=0.6, help="length penalty (default 0.6)")
+    parser.add_argument("--lengths", type=int, nargs=2, default=(15, 35), help="source lengths, min and max")
+    parser.add_argument("--eos-boost", type=float, help="scale of the EOS embedding row (default: the setting's)")
+    parser.add_argument("--threads", type=int, default=torch.get_num_threads(), help="torch threads per process")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds, one timed search each")
+    parser.add_argument("--profile", action="store_true", help="also profile one search of each")
+    parser.add_argument("--child", help=argparse.SUPPRESS)  # internal: run one implementation's measurements
+    args = parser.parse_args()
+    if args.child:
+        return child(args.child)
+    if args.rounds < 1 or args.sentences < 1:
+        raise UserError("--rounds and --sentences must be at least 1")
+
+    with tempfile.TemporaryDirectory(prefix="bench_decode_") as scratch:
+        scratch = Path(scratch)
+        (scratch / "old").mkdir()
+        old_tree = baseline_tree(args.baseline, scratch / "old")
+        eos_boost = args.eos_boost if args.eos_boost is not None else SETTINGS[args.setting]["eos_boost"]
+        config = build_inputs(SETTINGS[args.setting], args.sentences, *args.lengths, eos_boost, scratch)
+        spec = dict(
+            config=config,
+            weights=str(scratch / "weights.pt"),
+            source=str(scratch / "source.pt"),
+            threads=args.threads,
+            repeats=1,
+            profile=False,
+            search=dict(beam_size=args.beam, len_penalty=args.lenpen, max_len_a=1.2, max_len_b=10),
+        )
+        trees = {"baseline": old_tree, "this tree": REPO}
+        runs: dict[str, list[dict]] = {name: [] for name in trees}
+        for round_ in range(args.rounds):
+            for name, tree in trees.items():
+                profile = args.profile and round_ == args.rounds - 1
+                runs[name].append(run_child(tree, dict(spec, profile=profile), scratch))
+
+    load = os.getloadavg()[0]
+    print(
+        f"# {datetime.date.today()}  torch {torch.__version__}  {platform.machine()}, {os.cpu_count()} cores, "
+        f"{args.threads} threads, load average {load:.1f}"
+    )
+    s = SETTINGS[args.setting]
+    print(
+        f"# {args.setting}: {s['layers']}L-{s['layers']}L d={s['d_model']} ffn={s['d_ff']} vocab={s['vocab']}, "
+        f"{args.sentences} sentences of {args.lengths[0]}-{args.lengths[1]} tokens, beam {args.beam}, lenpen "
+        f"{args.lenpen}, max_len 1.2 * src_len + 10, EOS boost {eos_boost}; median of {args.rounds} rounds"
+    )
+    speed = {}
+    for name in trees:
+        wall = median([r["wall"][0] for r in runs[name]])
+        cpu = median([r["cpu"][0] for r in runs[name]])
+        speed[name] = args.sentences / wall
+        print(f"{name:10s} {wall:7.2f} s wall {cpu:7.2f} s CPU {speed[name]:8.2f} sentences/s")
+    print(f"ratio (this tree / baseline, sentences per second): {speed['this tree'] / speed['baseline']:.2f}")
+    same, gap, differ = compare(runs["baseline"][-1]["hypotheses"], runs["this tree"][-1]["hypotheses"])
+    lengths = [len(h[0][0]) for h in runs["this tree"][-1]["hypotheses"] if h]
+    print(
+        f"hypotheses: {'identical' if same else f'{differ} sentences differ'} (every n-best list; largest score "
+        f"difference {gap:.1e}); best hypotheses {min(lengths)}-{max(lengths)} tokens"
+    )
+    if args.profile:
+        print("where one search's time goes (profiled, so slower than above):")
+        for name in trees:
+            print_profile(name, runs[name][-1]["profile"], median([r["wall"][0] for r in runs[name]]))
+
+
+if __name__ == "__main__":
+    raise SystemExit(run_command(main))
