@@ -4,7 +4,8 @@
 
 and exit code 2, with no traceback; an internal bug still shows its traceback.
 
-A user error is any exception that derives from :class:`UserError` (the library's own error classes, such as
+A missing third-party package (the command's environment lacks one of the course's dependencies) ends the same
+way. A user error is any exception that derives from :class:`UserError` (the library's own error classes, such as
 ``ConfigError``, ``CheckpointMismatch``, ``AudioError``, ``HeadlineFileError``, do), raised anywhere below a
 command. Every entry point (``python -m b2t_lib``, the four data scripts, the scripts ``make`` calls) wraps its
 ``main`` in :func:`run_command`, the one place that turns such an error into that line. A closed pipe
@@ -69,6 +70,14 @@ def message(err: BaseException) -> str:
     return "error: " + " ".join(text.split())  # one line, whatever the message held
 
 
+def missing_package(module: str) -> UserError:
+    """The error of a third-party package that the environment lacks (a command's import found no module)."""
+    return UserError(
+        f"the Python package that provides `{module}` is not installed in this environment",
+        todo="install the course's dependencies (`make setup`, or `pip install -e .` in your own environment)",
+    )
+
+
 def run_command(main: Callable[..., int | None], *args, **kwargs) -> int:
     """Call ``main(*args, **kwargs)``; return its exit code, or print a user error's one line and return 2.
 
@@ -80,6 +89,11 @@ def run_command(main: Callable[..., int | None], *args, **kwargs) -> int:
         return 0 if code is None else int(code)
     except UserError as err:
         print(message(err), file=sys.stderr)
+        return EXIT_USER_ERROR
+    except ModuleNotFoundError as err:
+        if (err.name or "").split(".")[0] in ("b2t_lib", ""):
+            raise  # a module of the library itself is missing: a bug (or a broken checkout), not the environment
+        print(message(missing_package(err.name)), file=sys.stderr)
         return EXIT_USER_ERROR
     except BrokenPipeError:
         # The reader went away (`| head`): stop quietly, and keep Python from complaining at exit.

@@ -6,19 +6,21 @@ On one CUDA GPU (bf16 autocast), with the sizes of the presets:
    per GPU) at 6L-6L and 18L-18L: b2t_lib's Post-LN and B2T against ``torch.nn.Transformer`` on the same batch,
    timed in alternation: ms per step, target tokens/s, model FLOPs utilization (MFU) against the GPU's dense
    bf16 peak (``--peak-tflops``, 989 for an H100/H200 SXM) and peak memory; and 6L-6L B2T under ``torch.compile``
-   (the trainer's ``--compile``, timed in alternation with the reference again after its compilation);
+   (the trainer's ``--compile``, timed in alternation with the reference again after its compilation; rehearsed,
+   the graph is traced and run by the eager backend);
 2. **the LM's output layer at WikiText-103's vocabulary** (V = 267,744; the full LM preset's 16L at d 1024):
    adaptive input and softmax against a full softmax, loss layer and whole step, time and peak memory;
-3. **300 updates of the small preset's 18L-18L Post-LN and B2T** on the synthetic translation pair: the
+3. **100 updates of the small preset's 18L-18L Post-LN and B2T** on the synthetic translation pair: the
    training loss curves (a figure), ms per update and tokens/s, and the stall rule's verdict off (a check of
    speed and of the curves, not a result).
 
 It writes ``OUT/gpu_check.md`` (tables in the format of ``benchmarks/RESULTS.md``, with the rows of its
 ``gpu-throughput`` table that :mod:`b2t_lib.runs.cost` reads), ``OUT/gpu_check.json`` and
-``OUT/gpu_check_loss.png``::
+``OUT/gpu_check_loss.png``. The tables are written again after every part, so a check stopped early (the end of a
+GPU lease, a crash) keeps what it measured; each part prints its time as it ends::
 
     make gpu-check                                   # python benchmarks/gpu_check.py --out build/gpu_check
-    python benchmarks/gpu_check.py --updates 100     # shorter training part
+    python benchmarks/gpu_check.py --updates 300     # a longer training part
 
 Without a GPU it stops with the scale switch's message (exit 2). Under the rehearsal (``B2T_REHEARSAL=1``,
 ``make rehearse``) it runs on the CPU with every size shrunk by the presets' one rule and the benchmark's own
@@ -111,7 +113,9 @@ def training_steps(sizes: dict, device, steps: int, peak_tflops: float) -> list[
                 add_row("nn.Transformer", ref_s, ref_s, reference)
             add_row(f"b2t_lib {variant}", ours_s, ref_s, candidate)
             if variant == "b2t" and layers == 6:  # the trainer's --compile: torch.compile of the same model
-                candidate.model = torch.compile(candidate.model)
+                # Rehearsed on a CPU, dynamo traces the model (graph breaks and all) but hands the graph to the eager
+                # backend: Inductor's C++ code generation would add a minute or two of CI time and measure nothing.
+                candidate.model = torch.compile(candidate.model, backend="eager" if rehearsal() else "inductor")
                 ref_c, compiled_s = step_bench.paired_times(reference, candidate, steps, warmup=3)
                 add_row(f"b2t_lib {variant} compiled", compiled_s, ref_c, candidate)
             del candidate
@@ -172,7 +176,9 @@ def small_preset_runs(sizes: dict, out: Path, updates: int) -> dict:
     from b2t_lib.data import prepare_synthetic_mt
     from b2t_lib.train import TrainConfig, read_log, train
 
+    started = time.time()
     data = prepare_synthetic_mt(out / "data", n_train=sizes["train_pairs"], seed=0)
+    print(f"part 3: synthetic pair prepared in {time.time() - started:.0f} s", flush=True)
     runs = {}
     for variant in ("post_ln", "b2t"):
         save_dir = out / "runs" / variant
@@ -193,7 +199,9 @@ def small_preset_runs(sizes: dict, out: Path, updates: int) -> dict:
             eval_at_end=False,
             progress_bar=False,
         )
+        started = time.time()
         record = train(cfg)
+        print(f"part 3: {variant} trained {updates} updates in {time.time() - started:.0f} s", flush=True)
         runs[variant] = dict(
             status=record["status"],
             updates=record["metrics"]["num_updates"],
@@ -208,8 +216,15 @@ def small_preset_runs(sizes: dict, out: Path, updates: int) -> dict:
     return runs
 
 
-def write_outputs(out: Path, hardware: str, peak: float, steps: list[dict], lm: list[dict], runs: dict) -> str:
+def write_outputs(
+    out: Path, hardware: str, peak: float, steps: list[dict], lm: list[dict] | None, runs: dict | None
+) -> str:
+    """Write the tables (and the figure, once part 3 is done); a part not measured yet is said so.
+
+    The check calls it after every part, so a check stopped by a lease's end or a crash keeps what it measured."""
     from b2t_lib.plots.training import plot_training_loss
+
+    not_yet = "(not measured: the check stopped before this part; its earlier parts are above)"
 
     today, cmd = datetime.date.today().isoformat(), "python benchmarks/gpu_check.py"
     mib = lambda b: "-" if b is None else f"{b / 2**20:.0f}"  # noqa: E731
@@ -229,15 +244,21 @@ def write_outputs(out: Path, hardware: str, peak: float, steps: list[dict], lm: 
             f"| {r['model']} | {r['layers']}L-{r['layers']}L | {r['ms']:.1f} | {r['tokens_per_s']:.0f} | {mfu} | "
             f"{mib(r['peak_bytes'])} | {r['ratio']:.2f} |"
         )
-    lines += [
-        "",
-        f"LM vocabulary layer, V = {lm[0]['vocab']:,}, cutoffs {lm[0]['cutoff']}, {lm[0]['layers']}L d "
-        f"{lm[0]['d']}, batch {lm[0]['batch']}:",
-        "",
-        "| part | full softmax ms | adaptive ms | ratio | full MiB | adaptive MiB |",
-        "|---|---:|---:|---:|---:|---:|",
-    ]
-    for part in dict.fromkeys(r["part"] for r in lm):
+    lines += (
+        ["", "LM vocabulary layer, adaptive against full softmax:", ""]
+        if lm is None
+        else [
+            "",
+            f"LM vocabulary layer, V = {lm[0]['vocab']:,}, cutoffs {lm[0]['cutoff']}, {lm[0]['layers']}L d "
+            f"{lm[0]['d']}, batch {lm[0]['batch']}:",
+            "",
+            "| part | full softmax ms | adaptive ms | ratio | full MiB | adaptive MiB |",
+            "|---|---:|---:|---:|---:|---:|",
+        ]
+    )
+    if lm is None:
+        lines.append(not_yet)
+    for part in dict.fromkeys(r["part"] for r in lm or []):
         full, ada = (next(r for r in lm if r["part"] == part and r["kind"] == k) for k in ("full", "adaptive"))
         lines.append(
             f"| {part} | {full['ms']:.1f} | {ada['ms']:.1f} | {ada['ms'] / full['ms']:.3f} | "
@@ -250,7 +271,9 @@ def write_outputs(out: Path, hardware: str, peak: float, steps: list[dict], lm: 
         "| variant | updates | ms/update | tokens/s | update_freq | precision | last training loss (bits) |",
         "|---|---:|---:|---:|---:|---|---:|",
     ]
-    for variant, r in runs.items():
+    if runs is None:
+        lines[-2:] = [not_yet]
+    for variant, r in (runs or {}).items():
         last = r["log"][-1]["loss"] if r["log"] else float("nan")
         lines.append(
             f"| {variant} | {r['updates']} | {r['ms_per_update']:.0f} | {r['tokens_per_s']:.0f} | "
@@ -270,6 +293,8 @@ def write_outputs(out: Path, hardware: str, peak: float, steps: list[dict], lm: 
         json.dumps(dict(date=today, hardware=hardware, peak_tflops=peak, steps=steps, lm=lm, runs=runs), indent=1),
         encoding="utf-8",
     )
+    if runs is None:
+        return table
     fig = plot_training_loss(
         {v: r["log"] for v, r in runs.items()},
         {v: r["status"] for v, r in runs.items()},
@@ -284,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("build/gpu_check"), help="where the tables and figure go")
     parser.add_argument("--peak-tflops", type=float, default=989.0, help="the GPU's dense bf16 peak for MFU")
     parser.add_argument("--steps", type=int, default=10, help="timed steps per model (after 3 untimed)")
-    parser.add_argument("--updates", type=int, default=300, help="updates of each small-preset run (part 3)")
+    parser.add_argument("--updates", type=int, default=100, help="updates of each small-preset run (part 3)")
     args = parser.parse_args(argv)
     if not (torch.cuda.is_available() or rehearsal()):  # a GPU, or the rehearsal (the CPU, every size shrunk)
         raise UserError(
@@ -297,8 +322,10 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     started = time.time()
     steps = training_steps(sizes, device, args.steps, args.peak_tflops)
+    write_outputs(args.out, hardware, args.peak_tflops, steps, None, None)  # kept if a later part never ends
     print(f"part 1 (training step) done in {time.time() - started:.0f} s", flush=True)
     lm = adaptive_softmax(sizes, device, args.steps)
+    write_outputs(args.out, hardware, args.peak_tflops, steps, lm, None)
     print(f"part 2 (adaptive softmax) done in {time.time() - started:.0f} s", flush=True)
     runs = small_preset_runs(sizes, args.out, args.updates)
     print(f"part 3 (small-preset runs) done in {time.time() - started:.0f} s", flush=True)

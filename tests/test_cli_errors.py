@@ -174,6 +174,23 @@ def test_an_internal_error_keeps_its_traceback(monkeypatch):
         main(["train", "--device", "cpu"])
 
 
+def test_a_missing_third_party_package_is_one_line_and_a_missing_library_module_a_bug(capsys):
+    """The GPU machine lacked sacremoses: the data step's import ends in one line naming it, not a traceback."""
+    from b2t_lib.errors import run_command
+
+    def needs(module):
+        def command():
+            __import__(module)
+
+        return command
+
+    assert run_command(needs("sacremoses_is_not_here")) == 2
+    line = one_error_line(capsys)
+    assert "`sacremoses_is_not_here` is not installed" in line and "make setup" in line
+    with pytest.raises(ModuleNotFoundError):  # the library's own module: a broken checkout, shown in full
+        run_command(needs("b2t_lib.no_such_module"))
+
+
 def test_a_closed_pipe_ends_quietly():
     command = f"{sys.executable} -m b2t_lib preset --task mt --scale full | head -1"
     env = dict(os.environ, PYTHONPATH=str(ROOT))
