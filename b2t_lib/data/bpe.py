@@ -15,6 +15,14 @@ Both learning (:func:`learn_bpe`, a heap over pair counts with incremental updat
 between equally frequent pairs are broken by the pair itself, so the merges are the same on
 every machine (HF ``tokenizers`` breaks ties by hash order and differs from run to run). The
 codes file is ``subword-nmt``'s (``#version: 0.2``).
+
+The one difference from ``subword-nmt`` (0.3.8, ``learn_bpe.py``) is which of two equally frequent pairs is
+merged first. It takes the *larger* pair (``max(stats, key=lambda x: (stats[x], x))``); the course takes the
+*smaller* one by default, the rule every data set it prepares was built with (the synthetic pairs of the tiny
+scale among them, so the stored notebook outputs rest on it). ``ties="larger"`` gives ``subword-nmt``'s merges
+exactly (``tests/test_bpe_subword_nmt.py`` compares them on a corpus with many ties). Both rules pick a pair of
+the highest count, so they differ only in the order of equally frequent merges and, through it, in which pairs
+a later merge sees.
 """
 
 from __future__ import annotations
@@ -42,8 +50,22 @@ def _merge_word(word: tuple[str, ...], first: str, second: str) -> tuple[str, ..
     return tuple(out)
 
 
+class _LargerFirst(tuple):
+    """A pair that sorts before the pairs smaller than it: the heap then pops the larger of equal counts."""
+
+    __slots__ = ()
+
+    def __lt__(self, other: tuple) -> bool:
+        return tuple.__gt__(self, other)
+
+
 def learn_bpe(
-    lines: Iterable[str], *, vocab_size: int | None = None, merges: int | None = None, min_frequency: int = 2
+    lines: Iterable[str],
+    *,
+    vocab_size: int | None = None,
+    merges: int | None = None,
+    min_frequency: int = 2,
+    ties: str = "smaller",
 ) -> list[tuple[str, str]]:
     r"""Learn BPE merges from whitespace-tokenized ``lines`` (source and target together).
 
@@ -53,11 +75,15 @@ def learn_bpe(
 
     .. math:: (a, b)^\ast = \arg\max_{(a,b)} \sum_{w} \mathrm{freq}(w)\,\#_{(a,b)}(w),
 
-    ties broken by the smaller pair (so the result is the same on every machine), and stops
-    early when the best pair is seen fewer than ``min_frequency`` times (``subword-nmt``: 2).
+    ties broken by the smaller pair (so the result is the same on every machine; ``ties="larger"``: by the
+    larger one, as ``subword-nmt`` does), and stops early when the best pair is seen fewer than
+    ``min_frequency`` times (``subword-nmt``: 2).
     """
     if (vocab_size is None) == (merges is None):
         raise ValueError("give exactly one of vocab_size (alphabet + merges) or merges (e.g. 32000)")
+    if ties not in ("smaller", "larger"):
+        raise ValueError(f"ties={ties!r}: give 'smaller' (the course's data) or 'larger' (subword-nmt's rule)")
+    key = tuple if ties == "smaller" else _LargerFirst  # the heap's order among pairs of equal count
     counts: Counter = Counter()
     for line in lines:
         counts.update(line.split())
@@ -72,17 +98,18 @@ def learn_bpe(
         for pair in zip(word, word[1:]):
             stats[pair] += freq
             where[pair].add(i)
-    # Max-heap by (count desc, pair asc) with lazy updates: an entry may record a count that is
-    # too high (the pair lost occurrences); it is re-pushed with the true count when popped.
-    heap = [(-count, pair) for pair, count in stats.items()]
+    # Max-heap by (count desc, then the tie rule's pair order) with lazy updates: an entry may record a count
+    # that is too high (the pair lost occurrences); it is re-pushed with the true count when popped.
+    heap = [(-count, key(pair)) for pair, count in stats.items()]
     heapq.heapify(heap)
     learned: list[tuple[str, str]] = []
     while heap and len(learned) < merges:
         recorded, pair = heapq.heappop(heap)
+        pair = tuple(pair)
         count = stats.get(pair, 0)
         if -recorded != count:
             if count > 0:
-                heapq.heappush(heap, (-count, pair))
+                heapq.heappush(heap, (-count, key(pair)))
             continue
         if count < min_frequency:
             break
@@ -105,7 +132,7 @@ def learn_bpe(
             if stats[p] <= 0:
                 del stats[p]
             elif change > 0:  # a count that grew needs a fresh heap entry
-                heapq.heappush(heap, (-stats[p], p))
+                heapq.heappush(heap, (-stats[p], key(p)))
     return learned
 
 

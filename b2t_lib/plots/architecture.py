@@ -238,5 +238,5 @@ def plot_layer_wiring(variants=("post_ln", "pre_ln", "b2t"), roles=("encoder", "
     for i, role in enumerate(roles):
         for j, variant in enumerate(variants):
             draw_layer(axes[i][j], traced[role, variant], f"{variant_label(variant)}, {role} layer")
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.45 / fig.get_figheight()))  # the top 0.45 inch: room for a suptitle
     return fig
