@@ -85,7 +85,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--seed", type=int, default=DEFAULTS["seed"], help="seed of the --max-pairs subset (default: %(default)s)"
     )
-    parser.add_argument("--workers", type=int, default=None, help="tokenizer processes (default: all cores)")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="processes for tokenization, BPE segmentation and binarization (default: all cores)",
+    )
     parser.add_argument("--cache-dir", default=None, help="Hugging Face datasets cache folder")
     args = parser.parse_args(argv)
     if args.bpe_merges is None and args.bpe_vocab_size is None:

@@ -79,14 +79,26 @@ def learn_bpe(
     larger one, as ``subword-nmt`` does), and stops early when the best pair is seen fewer than
     ``min_frequency`` times (``subword-nmt``: 2).
     """
+    counts: Counter = Counter()
+    for line in lines:
+        counts.update(line.split())
+    return learn_bpe_from_counts(counts, vocab_size=vocab_size, merges=merges, min_frequency=min_frequency, ties=ties)
+
+
+def learn_bpe_from_counts(
+    counts: dict[str, int],
+    *,
+    vocab_size: int | None = None,
+    merges: int | None = None,
+    min_frequency: int = 2,
+    ties: str = "smaller",
+) -> list[tuple[str, str]]:
+    """:func:`learn_bpe` from the word counts of the text (word -> occurrences)."""
     if (vocab_size is None) == (merges is None):
         raise ValueError("give exactly one of vocab_size (alphabet + merges) or merges (e.g. 32000)")
     if ties not in ("smaller", "larger"):
         raise ValueError(f"ties={ties!r}: give 'smaller' (the course's data) or 'larger' (subword-nmt's rule)")
     key = tuple if ties == "smaller" else _LargerFirst  # the heap's order among pairs of equal count
-    counts: Counter = Counter()
-    for line in lines:
-        counts.update(line.split())
     words = [tuple(w[:-1]) + (w[-1] + END_OF_WORD,) for w in sorted(counts)]
     freqs = [counts[w] for w in sorted(counts)]
     if merges is None:

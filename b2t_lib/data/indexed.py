@@ -125,6 +125,16 @@ class RaggedAppender:
         self._file.write(np.ascontiguousarray(row, dtype=self.dtype).tobytes())
         self.lengths.append(len(row))
 
+    def extend(self, lengths, flat) -> None:
+        """Append many rows at once: ``flat`` holds them concatenated, ``lengths`` says where each ends (a
+        chunk of a corpus encoded by a worker process arrives this way)."""
+        flat = np.frombuffer(flat, dtype=np.uint8) if isinstance(flat, bytes) else np.asarray(flat, dtype=self.dtype)
+        lengths = [int(n) for n in lengths]
+        if flat.shape[1:] != self.row_shape or len(flat) != sum(lengths):
+            raise ValueError(f"{len(lengths)} rows of {sum(lengths)} items in all, but {flat.shape} given")
+        self._file.write(np.ascontiguousarray(flat, dtype=self.dtype).tobytes())
+        self.lengths.extend(lengths)
+
     def close(self) -> None:
         """Finish the header and write the offsets; the files are then readable by :class:`RaggedArray`."""
         if self._file.closed:

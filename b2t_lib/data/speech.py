@@ -60,7 +60,7 @@ from .speech_sources import (
 from .speech_vocab import SpeechVocabulary, normalize_transcript, train_sentencepiece
 from .inputs import InputError
 from .steps import DataFormat, Preparation, clear_digest_cache, describe_file, file_digest, read_json
-from .text import default_workers
+from .parallel import default_workers
 
 log = logging.getLogger("b2t_lib.data")
 

@@ -25,11 +25,9 @@ Headline generation (Gigaword, Rush et al. 2015) uses other tokenizers, chosen b
 
 from __future__ import annotations
 
-import multiprocessing
-import os
 import re
 from functools import lru_cache
-from typing import Iterable, Iterator
+
 
 # Characters Python or other tools may treat as line breaks; inside a corpus line they would
 # break the one-example-per-line alignment of the files, so they become spaces.
@@ -145,59 +143,3 @@ def tokenize_line(line: str, lang: str, tokenizer: str = "moses", *, aggressive_
     if tokenizer == "rush":
         return rush_normalize(line)
     raise ValueError(f"unknown tokenizer {tokenizer!r}; known: {', '.join(TOKENIZERS)}")
-
-
-def _tokenize_chunk(args: tuple) -> list[tuple[str, str]]:
-    pairs, src_lang, tgt_lang, aggressive, tokenizer = args
-    return [
-        (
-            tokenize_line(s, src_lang, tokenizer, aggressive_dash_splits=aggressive),
-            tokenize_line(t, tgt_lang, tokenizer, aggressive_dash_splits=aggressive),
-        )
-        for s, t in pairs
-    ]
-
-
-def _chunks(pairs: Iterable[tuple[str, str]], size: int) -> Iterator[list[tuple[str, str]]]:
-    chunk: list[tuple[str, str]] = []
-    for pair in pairs:
-        chunk.append(pair)
-        if len(chunk) == size:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
-
-
-def default_workers() -> int:
-    """The CPU cores this process may use (at most 32)."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return max(1, min(cores, 32))
-
-
-def tokenize_pairs(
-    pairs: Iterable[tuple[str, str]],
-    src_lang: str,
-    tgt_lang: str,
-    *,
-    aggressive_dash_splits: bool = False,
-    workers: int = 1,
-    chunk_size: int = 2000,
-    start_method: str = "spawn",
-    tokenizer: str = "moses",
-) -> Iterator[tuple[str, str]]:
-    """Tokenize (source, target) pairs (Moses by default), in order, on ``workers`` processes.
-
-    sacremoses normalizes and tokenizes roughly 5,000 short lines per second per core, so
-    WMT's 9M lines take about 30 CPU-minutes; the pool divides that by the number of cores.
-    """
-    chunks = ((chunk, src_lang, tgt_lang, aggressive_dash_splits, tokenizer) for chunk in _chunks(pairs, chunk_size))
-    if workers <= 1:
-        for args in chunks:
-            yield from _tokenize_chunk(args)
-        return
-    # 'spawn' does not inherit the parent's threads (torch, tokenizers), so it cannot deadlock;
-    # it costs a few seconds of imports per worker, nothing next to WMT's 30 CPU-minutes.
-    with multiprocessing.get_context(start_method).Pool(workers) as pool:
-        for tokenized in pool.imap(_tokenize_chunk, chunks, chunksize=1):
-            yield from tokenized

@@ -24,6 +24,10 @@ Steps (each restartable, see :mod:`b2t_lib.data.steps`; intermediate files under
 6. ``manifest.json``, written last: parameters, statistics, the validation unigram baseline
    (:mod:`.unigram`, the bar of the "Training failed" rule) and the size and checksum of every
    file the loader reads. No manifest (or a mismatching one) means "not ready".
+
+Steps 1, 3 and 5 of a split of at least :data:`PARALLEL_MIN_PAIRS` pairs run on ``workers`` processes
+(:mod:`.parallel`: chunks of lines out, results back in corpus order, so the files are byte for byte those of
+one process); steps 2 and 4 count words on one core. ``benchmarks/bench_prepare.py`` times every step.
 """
 
 from __future__ import annotations
@@ -39,10 +43,11 @@ from ..special_tokens import EOS, UNK
 
 from .bpe import BPE, learn_bpe, load_codes, save_codes
 from .dictionary import Dictionary
-from .indexed import RaggedArray, token_dtype, write_ragged
+from .indexed import RaggedAppender, RaggedArray, token_dtype
 from .inputs import InputError, MissingInputError, read_lines
+from .parallel import default_workers, map_chunks
 from .steps import DataFormat, Preparation, clear_digest_cache, describe_file, file_digest
-from .text import TOKENIZERS, clean_raw_line, default_workers, keep_pair, tokenize_pairs
+from .text import TOKENIZERS, clean_raw_line, keep_pair, tokenize_line
 from .unigram import unigram_cross_entropy, unigram_record
 
 log = logging.getLogger("b2t_lib.data")
@@ -108,12 +113,6 @@ def _read_lines(path: Path) -> Iterator[str]:
     return read_lines(path)
 
 
-def _write_lines(path: Path, lines) -> None:
-    with open(path, "w", encoding="utf-8", newline="\n") as f:
-        for line in lines:
-            f.write(line + "\n")
-
-
 def _count_lines(path: Path) -> int:
     """Lines as :func:`_read_lines` yields them: a last line without a newline counts too."""
     n, last = 0, b"\n"
@@ -135,6 +134,36 @@ class _Lines:
             yield from _read_lines(path)
 
 
+_TOKENIZE: dict = {}  # a worker's tokenization settings (set by _set_tokenize)
+
+
+def _set_tokenize(settings: dict) -> None:
+    global _TOKENIZE
+    _TOKENIZE = settings
+
+
+def _tokenize_chunk(pairs: list[tuple[str, str]]) -> tuple[int, list[str]]:
+    """Raw (source, target) lines -> (pairs kept, the text of the four output files for them).
+
+    Each pair is cleaned of inner line breaks and tokenized; training pairs outside the cleaning limits are
+    dropped. The outputs: tokens of each side, then the reference text of each side (the raw lines for Moses,
+    whose output is detokenized and scored against them; the tokenized lines otherwise)."""
+    t = _TOKENIZE
+    blocks: list[list[str]] = [[], [], [], []]
+    for raw_s, raw_t in pairs:
+        raw_s, raw_t = clean_raw_line(raw_s), clean_raw_line(raw_t)
+        tok_s = tokenize_line(raw_s, t["src_lang"], t["tokenizer"], aggressive_dash_splits=t["aggressive"])
+        tok_t = tokenize_line(raw_t, t["tgt_lang"], t["tokenizer"], aggressive_dash_splits=t["aggressive"])
+        if t["is_train"] and not keep_pair(
+            len(tok_s.split()), len(tok_t.split()), min_len=t["min_len"], max_len=t["max_len"], max_ratio=t["max_ratio"]
+        ):
+            continue
+        text_s, text_t = (raw_s, raw_t) if t["tokenizer"] == "moses" else (tok_s, tok_t)
+        for block, line in zip(blocks, (tok_s, tok_t, text_s, text_t)):
+            block.append(line + "\n")
+    return len(blocks[0]), ["".join(block) for block in blocks]
+
+
 def _tokenize_split(raw: list[Path], outs: list[Path], *, is_train: bool, p: dict) -> None:
     n_src, n_tgt = _count_lines(raw[0]), _count_lines(raw[1])
     if n_src != n_tgt:
@@ -148,44 +177,36 @@ def _tokenize_split(raw: list[Path], outs: list[Path], *, is_train: bool, p: dic
         keep[rng.choice(n_src, size=p["max_pairs"], replace=False)] = True
 
     def raw_pairs() -> Iterator[tuple[str, str]]:
-        for i, (s, t) in enumerate(zip(_read_lines(raw[0]), _read_lines(raw[1]))):
+        for i, pair in enumerate(zip(_read_lines(raw[0]), _read_lines(raw[1]))):
             if keep is None or keep[i]:
-                yield clean_raw_line(s), clean_raw_line(t)
+                yield pair
 
     n_lines = int(keep.sum()) if keep is not None else n_src
     tokenizer = p["tokenizer"]
     workers = p["workers"] if n_lines >= PARALLEL_MIN_PAIRS and tokenizer != "none" else 1
-    tokenized = tokenize_pairs(
-        raw_pairs(),
-        p["src_lang"],
-        p["tgt_lang"],
+    settings = dict(
+        src_lang=p["src_lang"],
+        tgt_lang=p["tgt_lang"],
         tokenizer=tokenizer,
-        aggressive_dash_splits=p["aggressive_dash_splits"],
-        workers=workers,
+        aggressive=p["aggressive_dash_splits"],
+        is_train=is_train,
+        min_len=p["min_len"],
+        max_len=p["max_len"],
+        max_ratio=p["max_ratio"],
     )
     files = [open(o, "w", encoding="utf-8", newline="\n") for o in outs]
-    kept = total = 0
+    kept = 0
     try:
-        for (raw_s, raw_t), (tok_s, tok_t) in zip(raw_pairs(), tokenized):
-            total += 1
-            if is_train and not keep_pair(
-                len(tok_s.split()),
-                len(tok_t.split()),
-                min_len=p["min_len"],
-                max_len=p["max_len"],
-                max_ratio=p["max_ratio"],
-            ):
-                continue
-            kept += 1
-            # References: the raw lines for Moses (detokenized output is scored against them),
-            # the tokenized lines otherwise (the scorer compares the tokenized text).
-            text_s, text_t = (raw_s, raw_t) if tokenizer == "moses" else (tok_s, tok_t)
-            for f, line in zip(files, (tok_s, tok_t, text_s, text_t)):
-                f.write(line + "\n")
+        for n_kept, blocks in map_chunks(
+            _tokenize_chunk, raw_pairs(), workers=workers, initializer=_set_tokenize, initargs=(settings,)
+        ):
+            kept += n_kept
+            for f, block in zip(files, blocks):
+                f.write(block)
     finally:
         for f in files:
             f.close()
-    log.info("tokenized %s: %d pairs, kept %d", raw[0].stem, total, kept)
+    log.info("tokenized %s: %d pairs, kept %d", raw[0].stem, n_lines, kept)
     if kept == 0:
         raise InputError(
             f"no sentence pair of {raw[0].stem} survived the cleaning",
@@ -194,24 +215,69 @@ def _tokenize_split(raw: list[Path], outs: list[Path], *, is_train: bool, p: dic
         )
 
 
-def _binarize(dictionary: Dictionary, bpe_file: Path, text_file: Path, outs: list[Path]) -> None:
-    dtype = token_dtype(len(dictionary))
-    n_tokens = np.array([len(line.split()) + 1 for line in _read_lines(bpe_file)], dtype=np.int64)
-    write_ragged(
-        lambda: (dictionary.encode_line(line) + [EOS] for line in _read_lines(bpe_file)),
-        n_tokens,
-        outs[0],
-        outs[1],
-        dtype,
+_BPE: BPE | None = None  # a worker's merges (set by _load_bpe)
+_DICTIONARY: Dictionary | None = None  # a worker's dictionary (set by _load_dictionary)
+
+
+def _load_bpe(codes: str) -> None:
+    global _BPE
+    _BPE = BPE.from_file(codes)
+
+
+def _segment_chunk(lines: list[str]) -> str:
+    """Tokenized lines -> their segmentation, as the text of the output file (a newline after each line)."""
+    return "".join(_BPE.apply(line) + "\n" for line in lines)
+
+
+def _load_dictionary(path: str) -> None:
+    global _DICTIONARY
+    _DICTIONARY = Dictionary.load(path)
+
+
+def _encode_chunk(pairs: list[tuple[str, str]]) -> tuple[list[int], np.ndarray, list[int], bytes]:
+    """(segmented line, reference line) pairs -> the id rows (+EOS) and the UTF-8 rows, each as (lengths, flat)."""
+    ids: list[int] = []
+    id_lengths, text_lengths, text = [], [], []
+    for segmented, reference in pairs:
+        row = _DICTIONARY.encode_line(segmented)
+        row.append(EOS)
+        ids.extend(row)
+        id_lengths.append(len(row))
+        encoded = reference.rstrip("\n").encode("utf-8")
+        text.append(encoded)
+        text_lengths.append(len(encoded))
+    return id_lengths, np.asarray(ids, dtype=token_dtype(len(_DICTIONARY))), text_lengths, b"".join(text)
+
+
+def _split_workers(path: Path, workers: int) -> int:
+    """``workers`` for a split of at least :data:`PARALLEL_MIN_PAIRS` lines, else 1 (this process)."""
+    return workers if workers > 1 and _count_lines(path) >= PARALLEL_MIN_PAIRS else 1
+
+
+def _apply_bpe(codes: Path, tok_file: Path, out: Path, workers: int) -> None:
+    """Segment every line of ``tok_file`` into ``out``, chunks of lines on ``workers`` processes, in order."""
+    segmented = map_chunks(
+        _segment_chunk, _read_lines(tok_file), workers=workers, initializer=_load_bpe, initargs=(str(codes),)
     )
-    n_bytes = np.array([len(line.rstrip("\n").encode("utf-8")) for line in _read_lines(text_file)], dtype=np.int64)
-    write_ragged(
-        lambda: (line.rstrip("\n").encode("utf-8") for line in _read_lines(text_file)),
-        n_bytes,
-        outs[2],
-        outs[3],
-        np.dtype(np.uint8),
+    with open(out, "w", encoding="utf-8", newline="\n") as f:
+        for block in segmented:
+            f.write(block)
+
+
+def _binarize(dictionary_path: Path, bpe_file: Path, text_file: Path, outs: list[Path], workers: int) -> None:
+    """Ids (+EOS) of the segmented lines and the UTF-8 bytes of the reference lines, as two ragged arrays."""
+    dtype = token_dtype(len(Dictionary.load(dictionary_path)))
+    encoded = map_chunks(
+        _encode_chunk,
+        zip(_read_lines(bpe_file), _read_lines(text_file)),
+        workers=workers,
+        initializer=_load_dictionary,
+        initargs=(str(dictionary_path),),
     )
+    with RaggedAppender(outs[0], outs[1], dtype) as ids, RaggedAppender(outs[2], outs[3], np.uint8) as text:
+        for id_lengths, flat_ids, text_lengths, flat_text in encoded:
+            ids.extend(id_lengths, flat_ids)
+            text.extend(text_lengths, flat_text)
 
 
 def split_files(out_dir: Path, split: str, lang: str) -> list[Path]:
@@ -330,9 +396,8 @@ def _build(runner: Preparation, p: dict, raw: dict, splits: list[str], langs: tu
     for s in splits:
 
         def apply_bpe(outs: list[Path], s: str = s) -> None:
-            bpe = BPE.from_file(codes)
-            for src_file, out in zip(tok[s], outs):
-                _write_lines(out, (bpe.apply(line) for line in _read_lines(src_file)))
+            for tok_file, out in zip(tok[s], outs):
+                _apply_bpe(codes, tok_file, out, _split_workers(tok_file, run_p["workers"]))
 
         runner.run(f"bpe-apply-{s}", {}, [codes, *tok[s]], seg[s], apply_bpe)
 
@@ -350,7 +415,8 @@ def _build(runner: Preparation, p: dict, raw: dict, splits: list[str], langs: tu
 
         def binarize(tmps: list[Path], s: str = s) -> None:
             for i in range(2):
-                _binarize(dictionary, seg[s][i], text[s][i], tmps[4 * i : 4 * i + 4])
+                workers = _split_workers(seg[s][i], run_p["workers"])
+                _binarize(dict_path, seg[s][i], text[s][i], tmps[4 * i : 4 * i + 4], workers)
 
         runner.run(f"binarize-{s}", {}, [dict_path, *seg[s], *text[s]], outs, binarize)
 
