@@ -16,7 +16,10 @@ gain :math:`1/\sqrt{2}` for q/k/v, plain ``xavier_uniform`` and a zero bias for 
 Two extras:
 
 * an incremental key/value cache for step-by-step generation: a plain dict per layer, whose self-attention history
-  is a :class:`KeyValueCache` (beam search reorders it in one copy per step);
+  is a :class:`KeyValueCache` (beam search reorders it in one copy per step). The cross-attention cache may hold
+  fewer rows than there are queries: beam search keeps one copy of a sentence's encoder keys and values for all
+  its ``beam`` consecutive rows, and those rows' queries then attend to it together, as ``beam`` query positions
+  of one row (the same softmax per query; the products are grouped differently, so results agree to about 1e-7);
 * a per-forward-pass ``state`` dict, shared by the attentions of one type from layer to layer, for
   variants whose attention carries something up the stack (:data:`b2t_lib.variants.Variant.attention_class`).
   This class ignores it; a subclass overrides :meth:`MultiheadAttention.attend` to use it.
@@ -77,6 +80,8 @@ class MultiheadAttention(nn.Module):
             causal: hide future keys (decoder self-attention).
             cache: dict for incremental decoding. Self-attention appends this step's keys/values to its
                 :class:`KeyValueCache`; cross-attention (``static_kv=True``) computes them once and reuses them.
+                With ``g`` times fewer cached rows than queries, query rows ``i * g ... i * g + g - 1`` share
+                cached row ``i`` (the beams of one sentence).
             state: the per-forward-pass dict of this attention type (see the module docstring), or None.
 
         Returns:
@@ -97,6 +102,12 @@ class MultiheadAttention(nn.Module):
                     cache["history"] = KeyValueCache()
                 k, v = cache["history"].append(k, v)
 
+        rows = q.shape[0]
+        group = rows // k.shape[0]  # > 1 only for a cross-attention cache holding one copy per sentence
+        if group > 1:  # the `group` beams of a sentence (consecutive rows) attend together, as query positions
+            q = q.unflatten(0, (-1, group)).transpose(1, 2).flatten(2, 3)  # (sentences, heads, group * tgt, d_head)
+            if key_padding_mask is not None:
+                key_padding_mask = key_padding_mask[::group]  # (sentences, src_time)
         tgt_time, src_time = q.shape[2], k.shape[2]
         own_key = causal and key_value is None  # decoder self-attention: a query always sees its own key
         # With a cache the new query is the last position: it may see every cached key, so no causal mask.
@@ -107,8 +118,9 @@ class MultiheadAttention(nn.Module):
             mask = attention_mask(key_padding_mask, tgt_time, src_time, causal, own_key)
             causal = False  # now part of `mask`
         context = self.attend(q, k, v, mask, causal, dropout_p, state)  # (batch, heads, tgt, d_head)
-        batch = query.shape[0]
-        context = context.transpose(1, 2).reshape(batch, tgt_time, self.d_model)  # (batch, tgt_time, d_model)
+        if group > 1:  # back to one row per beam
+            context = context.unflatten(2, (group, -1)).transpose(1, 2).flatten(0, 1)  # (rows, heads, tgt, d_head)
+        context = context.transpose(1, 2).reshape(rows, query.shape[1], self.d_model)  # (rows, tgt_time, d_model)
         return self.out_proj(context), None
 
     def attend(

@@ -250,12 +250,17 @@ def beam_search_hypotheses(
         source_rows = (old_sentence[:, None] * beam + cand_beams.gather(1, chosen)).view(-1)  # (live * beam,)
         tokens = torch.cat([tokens[source_rows], cand_tokens.gather(1, chosen).view(-1, 1)], dim=1)
         scores = cand_scores.gather(1, chosen)
-        # The self-attention history follows its beam. The cross-attention keys are the same for every
-        # beam of a sentence: they move only when sentences leave the batch.
+        # The self-attention history follows its beam. The cross-attention keys are the same for every beam of a
+        # sentence: after the first step one copy per sentence is kept (its beams' queries attend to it together),
+        # and it moves only when sentences leave the batch.
         for layer_cache in cache.values():
             for name, part in layer_cache.items():
-                if name != "cross" or done:
+                if name != "cross":
                     reorder_cache(part, source_rows)
+                elif step == 0:
+                    reorder_cache(part, old_sentence * beam)  # (live, ...): the first beam's copy
+                elif done:
+                    reorder_cache(part, old_sentence)
         if done:
             memory, memory_padding_mask = memory[source_rows], memory_padding_mask[source_rows]
 

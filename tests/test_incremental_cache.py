@@ -1,13 +1,15 @@
-"""What the faster search rests on: the key/value history reordered in one copy, the newest-position embedding and
-the row-wise NaN rule each compute exactly what the straightforward code computes."""
+"""What the faster search rests on: the key/value history reordered in one copy, one copy of the encoder keys per
+sentence shared by its beams, the newest-position embedding and the row-wise NaN rule each compute what the
+straightforward code computes."""
 
+import pytest
 import torch
 import torch.nn.functional as F
 
-from b2t_lib import EOS, PAD, seed_everything
-from b2t_lib.attention import KeyValueCache, reorder_cache
+from b2t_lib import EOS, PAD, EncoderDecoder, ModelConfig, seed_everything
+from b2t_lib.attention import KeyValueCache, MultiheadAttention, reorder_cache
 from b2t_lib.embedding import TokenInput, build_token_embedding
-from b2t_lib.generate import _next_log_probs
+from b2t_lib.generate import _next_log_probs, beam_search_hypotheses
 
 
 def test_the_history_equals_concatenation_through_reorders_and_rows_leaving():
@@ -40,6 +42,60 @@ def test_several_positions_at_once_and_the_dict_reorder():
     reorder_cache(cache, torch.tensor([1, 1]))
     assert torch.equal(history.append(k[:, :, :1], k[:, :, :1])[0][:, :, :5], k[[1, 1]])
     assert cache["cross"]["k"].tolist() == [[2.0], [2.0]]
+
+
+def test_beams_attend_together_to_one_copy_of_their_sentences_encoder_keys():
+    seed_everything(3)
+    attention = MultiheadAttention(d_model=16, n_heads=4).eval()
+    sentences, beam = 3, 4
+    memory = torch.randn(sentences, 5, 16)  # (sentences, src_time, d_model)
+    padding = torch.tensor([[False] * 5, [False] * 3 + [True] * 2, [False] * 4 + [True]])
+    queries = torch.randn(sentences * beam, 1, 16)  # (rows, 1, d_model): `beam` consecutive rows per sentence
+    rows = torch.arange(sentences).repeat_interleave(beam)
+    per_row, _ = attention(queries, memory[rows], padding[rows])  # every beam with its own copy
+    cache: dict = {}
+    attention(queries[::beam], memory, padding, cache=cache, static_kv=True)  # one copy per sentence
+    assert cache["k"].shape[0] == sentences
+    shared, _ = attention(queries, memory[rows], padding[rows], cache=cache, static_kv=True)
+    assert shared.shape == per_row.shape
+    torch.testing.assert_close(shared, per_row, rtol=0, atol=1e-6)
+    assert not torch.equal(shared[:beam], shared[beam : 2 * beam])  # the rows did not mix sentences
+
+
+class EndsSoonerForShorterSources:
+    """The model, cached or not, with EOS pulled up as the prefix grows, faster for a sentence with more source
+    padding: sentences finish at different steps and leave the batch while the others go on."""
+
+    def __init__(self, model, use_cache: bool):
+        self.model, self.cfg, self.encoder, self.use_cache = model, model.cfg, model.encoder, use_cache
+
+    def eval(self):
+        return self
+
+    def decoder(self, tokens, memory, memory_padding_mask, cache=None):
+        # without a cache every step recomputes the whole prefix, each beam with its own copy of the encoder output
+        logits = self.model.decoder(tokens, memory, memory_padding_mask, cache if self.use_cache else None)
+        pads = memory_padding_mask.sum(dim=1)  # (rows,)
+        logits[:, -1, EOS] += 0.5 * tokens.shape[1] * (1 + pads)
+        return logits
+
+
+@pytest.mark.parametrize("variant", ["b2t", "realformer", "pre_ln"])
+def test_the_cached_search_finds_what_the_search_without_cache_finds(variant):
+    seed_everything(5)
+    cfg = ModelConfig(vocab_size=30, d_model=32, n_heads=4, d_ff=64, encoder_layers=2, decoder_layers=3,
+                      variant=variant, dropout=0.0, share_embeddings=False, share_decoder_io=False)  # fmt: skip
+    model = EncoderDecoder(cfg).eval()
+    with torch.no_grad():
+        model.decoder.output_projection.weight.mul_(3.0)  # peaked distributions: no near-ties
+    src = torch.tensor([[9, 12, 20, 6, EOS], [17, 8, EOS, PAD, PAD], [5, 21, 22, EOS, PAD]])
+    options = dict(beam_size=3, len_penalty=0.6, max_len_b=12)
+    cached = beam_search_hypotheses(EndsSoonerForShorterSources(model, use_cache=True), src, **options)
+    plain = beam_search_hypotheses(EndsSoonerForShorterSources(model, use_cache=False), src, **options)
+    assert len({len(h[0].tokens) for h in cached}) == 3  # the sentences finished at different steps
+    for found, expected in zip(cached, plain):
+        assert [h.tokens.tolist() for h in found] == [h.tokens.tolist() for h in expected]
+        assert [h.score for h in found] == pytest.approx([h.score for h in expected], abs=1e-5)
 
 
 def test_the_newest_position_alone_is_embedded_as_in_the_whole_sequence():
