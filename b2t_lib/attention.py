@@ -169,50 +169,62 @@ def causal_mask(tgt_time: int, src_time: int, device) -> torch.Tensor:
 class KeyValueCache:
     """The keys and values of every position a self-attention has seen so far, for incremental decoding.
 
-    They are kept as ``(batch, heads, time, d_head)`` tensors that the attention kernel reads as they are
-    (contiguous). Beam search reorders the history after every step (each beam continues one of the previous
-    beams); :meth:`reorder` gathers the rows into a new tensor with room for one more position, and the next
-    :meth:`append` writes its keys into that room, so a step copies the history once (fairseq concatenates, then
-    gathers: twice). Without a reorder in between, :meth:`append` concatenates.
+    They live in ``(batch, heads, capacity, d_head)`` buffers whose first ``length`` positions are filled; a new
+    position is written in place, and the buffers double when full. Beam search reorders the rows after every
+    step (each beam continues one of the previous beams, and sentences leave the batch), but most beams continue
+    themselves: :meth:`reorder` copies only the rows that change, in place. fairseq concatenates the new
+    position and then gathers every row into a new tensor: the whole history twice per step.
     """
 
     def __init__(self):
-        self.keys = self.values = None  # (batch, heads, time + room, d_head)
+        self.keys = self.values = None  # (batch, heads, capacity, d_head); positions [:length] hold the history
         self.length = 0  # positions filled
 
     def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Add ``k``, ``v`` (batch, heads, new, d_head); return the keys and values of every position so far."""
         end = self.length + k.shape[2]
-        if self.keys is None:
-            self.keys, self.values = k, v
-        elif self.keys.shape[2] >= end:  # the room a reorder left
-            self.keys[:, :, self.length : end] = k
-            self.values[:, :, self.length : end] = v
-        else:
-            self.keys = torch.cat([self.keys[:, :, : self.length], k], dim=2)
-            self.values = torch.cat([self.values[:, :, : self.length], v], dim=2)
+        if self.keys is None or self.keys.shape[2] < end:  # no room left: twice the positions needed
+            self.keys, self.values = (self._grow(history, k, 2 * end) for history in (self.keys, self.values))
+        self.keys[:, :, self.length : end] = k
+        self.values[:, :, self.length : end] = v
         self.length = end
         return self.keys[:, :, :end], self.values[:, :, :end]
 
-    def reorder(self, order: torch.Tensor) -> None:
-        """Row ``i`` of the history becomes the old row ``order[i]`` (``order`` may be shorter: rows leave)."""
+    def _grow(self, history: torch.Tensor | None, new: torch.Tensor, capacity: int) -> torch.Tensor:
+        batch, heads, _, d_head = new.shape
+        buffer = new.new_empty(batch, heads, capacity, d_head)
+        if history is not None:
+            buffer[:, :, : self.length] = history[:, :, : self.length]
+        return buffer
+
+    def reorder(self, order: torch.Tensor, moved: torch.Tensor | None = None) -> None:
+        """Row ``i`` of the history becomes the old row ``order[i]`` (``order`` may be shorter: rows leave).
+
+        Only the rows ``moved`` (those with ``order[i] != i``; computed when not given) are copied."""
         if self.keys is None:
             return
-        self.keys, self.values = (self._gather(history, order) for history in (self.keys, self.values))
+        if moved is None:
+            moved = moved_rows(order)
+        rows = len(order)
+        for history in (self.keys, self.values):
+            filled = history[:, :, : self.length]
+            # read every source row before any is overwritten (a source may itself move)
+            filled.index_copy_(0, moved, filled.index_select(0, order[moved]))
+        self.keys, self.values = self.keys[:rows], self.values[:rows]
 
-    def _gather(self, history: torch.Tensor, order: torch.Tensor) -> torch.Tensor:
-        batch, heads, _, d_head = history.shape
-        out = history.new_empty(len(order), heads, self.length + 1, d_head)  # + room for the next position
-        torch.index_select(history[:, :, : self.length], 0, order, out=out[:, :, : self.length])
-        return out
+
+def moved_rows(order: torch.Tensor) -> torch.Tensor:
+    """The rows ``i`` whose reorder takes another row (``order[i] != i``), as a 1-D index."""
+    return (order != torch.arange(len(order), device=order.device)).nonzero().squeeze(1)
 
 
-def reorder_cache(cache: dict, order: torch.Tensor) -> None:
-    """Reorder every cached tensor along the batch dimension (beam search keeps the best beams)."""
+def reorder_cache(cache: dict, order: torch.Tensor, moved: torch.Tensor | None = None) -> None:
+    """Reorder every cached tensor along the batch dimension (beam search keeps the best beams); ``moved``, if
+    given, is :func:`moved_rows` of ``order``."""
     for name, value in cache.items():
         if isinstance(value, torch.Tensor):
             cache[name] = value.index_select(0, order)
         elif isinstance(value, KeyValueCache):
-            value.reorder(order)
+            value.reorder(order, moved)
         elif isinstance(value, dict):
-            reorder_cache(value, order)
+            reorder_cache(value, order, moved)

@@ -49,7 +49,7 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
-from .attention import reorder_cache
+from .attention import moved_rows, reorder_cache
 from .special_tokens import UNK
 
 NEG_INF = float("-inf")
@@ -236,7 +236,7 @@ def beam_search_hypotheses(
         # Rule 6: finished sentences leave the batch.
         old_sentence = torch.arange(n_live, device=device)
         if done:
-            keep = torch.tensor([s for s in range(n_live) if s not in done], device=device)
+            keep = torch.tensor(_keep_in_place(n_live, done), device=device)
             live = [live[s] for s in keep.tolist()]
             old_sentence = keep
             cand_scores, cand_beams, cand_tokens = cand_scores[keep], cand_beams[keep], cand_tokens[keep]
@@ -250,13 +250,15 @@ def beam_search_hypotheses(
         source_rows = (old_sentence[:, None] * beam + cand_beams.gather(1, chosen)).view(-1)  # (live * beam,)
         tokens = torch.cat([tokens[source_rows], cand_tokens.gather(1, chosen).view(-1, 1)], dim=1)
         scores = cand_scores.gather(1, chosen)
-        # The self-attention history follows its beam. The cross-attention keys are the same for every beam of a
+        # The self-attention history follows its beam (in place: only the rows that continue another beam, or
+        # take a done sentence's place, are copied). The cross-attention keys are the same for every beam of a
         # sentence: after the first step one copy per sentence is kept (its beams' queries attend to it together),
         # and it moves only when sentences leave the batch.
+        moved = moved_rows(source_rows)
         for layer_cache in cache.values():
             for name, part in layer_cache.items():
                 if name != "cross":
-                    reorder_cache(part, source_rows)
+                    reorder_cache(part, source_rows, moved)
                 elif step == 0:
                     reorder_cache(part, old_sentence * beam)  # (live, ...): the first beam's copy
                 elif done:
@@ -266,6 +268,15 @@ def beam_search_hypotheses(
 
     # Rule 8: best first; sorted() is stable, so equal scores keep the order they were finished in.
     return [sorted(hypotheses, key=lambda h: h.score, reverse=True) for hypotheses in finished]
+
+
+def _keep_in_place(n_live: int, done: list[int]) -> list[int]:
+    """The sentences that stay in the batch, in their new order: each keeps its place, and the place of a done
+    one goes to the last of those that stay, so the caches copy the fewest rows (the order of the sentences
+    changes nothing in their search: each is searched on its own rows)."""
+    n_stay = n_live - len(done)
+    movers = [s for s in range(n_stay, n_live) if s not in done]  # stay, but beyond the new end
+    return [movers.pop() if s in done else s for s in range(n_stay)]
 
 
 @torch.no_grad()
