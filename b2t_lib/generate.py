@@ -47,7 +47,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import torch
-import torch.nn.functional as F
+from torch import nn
 
 from .attention import moved_rows, reorder_cache
 from .special_tokens import UNK
@@ -82,8 +82,12 @@ def _next_log_probs(
 ) -> torch.Tensor:
     """Log-probabilities of the next token, (rows, vocab), with rules 1-3 applied."""
     eos, pad, unk = _special_ids(model)
-    logits = model.decoder(tokens, memory, memory_padding_mask, cache)[:, -1]  # (rows, vocab)
-    log_probs = F.log_softmax(logits.float(), dim=-1)  # rule 3: float32 log-softmax
+    logits = model.decoder(tokens, memory, memory_padding_mask, cache)[:, -1].float()  # (rows, vocab)
+    # Rule 3: float32 log-softmax. A module computes its output afresh in every call, so the log-probabilities are
+    # written over it (a second (rows, vocab) block per step costs more in memory traffic than the softmax itself);
+    # the output of any other decoder (a stand-in that may return a tensor it keeps) is left as it is.
+    in_place = isinstance(model, nn.Module) and logits.is_contiguous()
+    log_probs = torch.log_softmax(logits, dim=-1, out=logits if in_place else None)
     # Rule 3: NaN counts as -inf. Log-probabilities are finite or -inf, so a row's sum is NaN exactly when the row
     # holds a NaN: one read of the (rows, vocab) block finds them, and only such rows are rewritten.
     nan_rows = torch.isnan(log_probs.sum(dim=1))  # (rows,)

@@ -120,12 +120,24 @@ class FixedLogits:
         return self.logits[:, None, :]
 
 
-def test_a_row_with_nan_becomes_minus_infinity_and_the_other_rows_are_untouched():
+class FixedLogitsModule(torch.nn.Module):
+    """The same as a module, which computes its output afresh in every call: the search writes over it."""
+
+    def __init__(self, logits):
+        super().__init__()
+        self.logits, self.cfg = logits, FixedLogits(logits).cfg
+
+    def decoder(self, *args):
+        return self.logits.clone()[:, None, :]
+
+
+@pytest.mark.parametrize("decoder", [FixedLogits, FixedLogitsModule])
+def test_a_row_with_nan_becomes_minus_infinity_and_the_other_rows_are_untouched(decoder):
     logits = torch.randn(4, 10, generator=torch.Generator().manual_seed(1))
     logits[1, 4] = float("nan")
     logits[2, 7] = float("inf")  # its log-softmax is NaN too
     logits[3, :] = float("-inf")
-    model = FixedLogits(logits)
+    model = decoder(logits)
     log_probs = _next_log_probs(model, None, None, None, None, step=2, max_len=9, min_len=1, unk_penalty=0.0)
     expected = F.log_softmax(logits, dim=-1)
     expected = expected.masked_fill(torch.isnan(expected), float("-inf"))
