@@ -16,10 +16,11 @@ gain :math:`1/\sqrt{2}` for q/k/v, plain ``xavier_uniform`` and a zero bias for 
 Two extras:
 
 * an incremental key/value cache for step-by-step generation: a plain dict per layer, whose self-attention history
-  is a :class:`KeyValueCache` (beam search reorders it in one copy per step). The cross-attention cache may hold
-  fewer rows than there are queries: beam search keeps one copy of a sentence's encoder keys and values for all
-  its ``beam`` consecutive rows, and those rows' queries then attend to it together, as ``beam`` query positions
-  of one row (the same softmax per query; the products are grouped differently, so results agree to about 1e-7);
+  is a :class:`KeyValueCache` (beam search reorders it in place, copying only the rows that change). The
+  cross-attention cache may hold fewer rows than there are queries: beam search keeps one copy of a sentence's
+  encoder keys and values for all its ``beam`` consecutive rows, and those rows' queries then attend to it
+  together, as ``beam`` query positions of one row (the same softmax per query; the products are grouped
+  differently, so results agree to about 1e-7);
 * a per-forward-pass ``state`` dict, shared by the attentions of one type from layer to layer, for
   variants whose attention carries something up the stack (:data:`b2t_lib.variants.Variant.attention_class`).
   This class ignores it; a subclass overrides :meth:`MultiheadAttention.attend` to use it.
