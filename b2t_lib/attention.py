@@ -77,7 +77,8 @@ class MultiheadAttention(nn.Module):
 
         Args:
             key_value: None for self-attention.
-            key_padding_mask: (batch, src_time), True at padding keys.
+            key_padding_mask: (batch, src_time), True at padding keys (with a grouped cache, below, it may also
+                have one row per cached row).
             causal: hide future keys (decoder self-attention).
             cache: dict for incremental decoding. Self-attention appends this step's keys/values to its
                 :class:`KeyValueCache`; cross-attention (``static_kv=True``) computes them once and reuses them.
@@ -92,13 +93,13 @@ class MultiheadAttention(nn.Module):
         q = self._split_heads(self.q_proj(query))  # (batch, heads, tgt_time, d_head)
 
         if cache is not None and static_kv and "k" in cache:
-            k, v = cache["k"], cache["v"]  # encoder keys/values, computed at the first step
+            k, v = cache["k"], cache["v"]  # encoder keys/values, computed at the first step (or before it)
+        elif cache is not None and static_kv:
+            k, v = self.cache_static_kv(source, cache)
         else:
             k = self._split_heads(self.k_proj(source))  # (batch, heads, src_time, d_head)
             v = self._split_heads(self.v_proj(source))
-            if cache is not None and static_kv:
-                cache["k"], cache["v"] = k, v
-            elif cache is not None:  # append this step to the self-attention history: every position so far
+            if cache is not None:  # append this step to the self-attention history: every position so far
                 if "history" not in cache:
                     cache["history"] = KeyValueCache()
                 k, v = cache["history"].append(k, v)
@@ -107,7 +108,7 @@ class MultiheadAttention(nn.Module):
         group = rows // k.shape[0]  # > 1 only for a cross-attention cache holding one copy per sentence
         if group > 1:  # the `group` beams of a sentence (consecutive rows) attend together, as query positions
             q = q.unflatten(0, (-1, group)).transpose(1, 2).flatten(2, 3)  # (sentences, heads, group * tgt, d_head)
-            if key_padding_mask is not None:
+            if key_padding_mask is not None and key_padding_mask.shape[0] == rows:  # one per row: take one per group
                 key_padding_mask = key_padding_mask[::group]  # (sentences, src_time)
         tgt_time, src_time = q.shape[2], k.shape[2]
         own_key = causal and key_value is None  # decoder self-attention: a query always sees its own key
@@ -123,6 +124,13 @@ class MultiheadAttention(nn.Module):
             context = context.unflatten(2, (group, -1)).transpose(1, 2).flatten(0, 1)  # (rows, heads, tgt, d_head)
         context = context.transpose(1, 2).reshape(rows, query.shape[1], self.d_model)  # (rows, tgt_time, d_model)
         return self.out_proj(context), None
+
+    def cache_static_kv(self, source: torch.Tensor, cache: dict) -> tuple[torch.Tensor, torch.Tensor]:
+        """Project ``source`` (batch, src_time, kdim), the encoder output, into the keys and values that
+        cross-attention reuses at every step, and keep them in ``cache``: each (batch, heads, src_time, d_head)."""
+        cache["k"] = self._split_heads(self.k_proj(source))
+        cache["v"] = self._split_heads(self.v_proj(source))
+        return cache["k"], cache["v"]
 
     def attend(
         self,
@@ -198,6 +206,11 @@ class KeyValueCache:
             buffer[:, :, : self.length] = history[:, :, : self.length]
         return buffer
 
+    def reserve(self, capacity: int) -> None:
+        """Room for ``capacity`` positions now, so that appending up to there never copies the history."""
+        if self.keys is not None and self.keys.shape[2] < capacity:
+            self.keys, self.values = (self._grow(history, history, capacity) for history in (self.keys, self.values))
+
     def reorder(self, order: torch.Tensor, moved: torch.Tensor | None = None) -> None:
         """Row ``i`` of the history becomes the old row ``order[i]`` (``order`` may be shorter: rows leave).
 
@@ -207,6 +220,9 @@ class KeyValueCache:
         if moved is None:
             moved = moved_rows(order)
         rows = len(order)
+        if rows > self.keys.shape[0]:  # more rows than before (a first step of one row per sentence): new buffers
+            self.keys, self.values = self.keys.index_select(0, order), self.values.index_select(0, order)
+            return
         for history in (self.keys, self.values):
             filled = history[:, :, : self.length]
             # read every source row before any is overwritten (a source may itself move)
@@ -229,3 +245,13 @@ def reorder_cache(cache: dict, order: torch.Tensor, moved: torch.Tensor | None =
             value.reorder(order, moved)
         elif isinstance(value, dict):
             reorder_cache(value, order, moved)
+
+
+def reserve_cache(cache: dict, positions: int) -> None:
+    """Give every self-attention history in ``cache`` room for ``positions`` positions (a search that knows its
+    length limit calls it once, and its histories are then never copied to grow)."""
+    for value in cache.values():
+        if isinstance(value, KeyValueCache):
+            value.reserve(positions)
+        elif isinstance(value, dict):
+            reserve_cache(value, positions)

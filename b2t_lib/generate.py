@@ -49,7 +49,7 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
-from .attention import moved_rows, reorder_cache
+from .attention import moved_rows, reorder_cache, reserve_cache
 from .special_tokens import UNK
 
 NEG_INF = float("-inf")
@@ -148,6 +148,8 @@ def greedy_search(
         finished |= next_tokens.eq(eos)  # rule 6: a sentence ends with its first EOS
         if bool(finished.all()):
             break
+        if step == 0:
+            reserve_cache(cache, max_len + 1)  # the self-attention histories never grow (never copied)
     return [_strip(row[1:], eos, pad) for row in tokens]
 
 
@@ -189,23 +191,33 @@ def beam_search_hypotheses(
     _check_lengths(min_len, max_len)
     device = src_tokens.device
     batch = src_tokens.shape[0]
-    memory, memory_padding_mask = model.encoder(src_tokens)  # (batch, src_time, d_model)
-    rows = torch.arange(batch, device=device).repeat_interleave(beam)  # `beam` rows per sentence
-    memory, memory_padding_mask = memory[rows], memory_padding_mask[rows]  # (live * beam, src_time, ...)
+    memory, memory_padding_mask = model.encoder(src_tokens)  # (batch, src_time, d_model), (batch, src_time)
+    cache: dict = {}
+    # The cross-attention keys and values are the same for every beam of a sentence. A decoder of this library
+    # computes them ahead of the first step, once per sentence, and the beams of a sentence attend to that one copy
+    # together; it reads nothing else of `memory`, which stays one row per sentence, as does its mask. Its first
+    # step, where every beam is the same empty prefix (rule 4), runs one row per sentence. Any other decoder (a
+    # stand-in) gets `beam` rows per sentence of everything, from the first step on.
+    shared_memory = hasattr(model.decoder, "cache_encoder_keys")
+    if shared_memory:
+        model.decoder.cache_encoder_keys(memory, cache)
+    else:
+        rows = torch.arange(batch, device=device).repeat_interleave(beam)  # `beam` rows per sentence
+        memory, memory_padding_mask = memory[rows], memory_padding_mask[rows]  # (live * beam, src_time, ...)
+    width = 1 if shared_memory else beam  # the decoder's rows per sentence at this step
 
     live = list(range(batch))  # original index of every sentence still in the batch
-    tokens = torch.full((batch * beam, 1), eos, dtype=torch.long, device=device)  # (live * beam, step + 1)
+    tokens = torch.full((batch * width, 1), eos, dtype=torch.long, device=device)  # (live * width, step + 1)
     scores = torch.zeros(batch, beam, device=device)  # cumulative log-probabilities, float32
     ignored = torch.zeros(batch, beam, dtype=torch.bool, device=device)  # rule 7: fairseq's blacklist
     finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
     cand_size = 2 * beam
-    cache: dict = {}
 
     for step in range(max_len + 1):  # max_len tokens, then one step for EOS
         n_live = len(live)
         log_probs = _next_log_probs(
             model, tokens, memory, memory_padding_mask, cache, step, max_len, min_len, unk_penalty
-        ).view(n_live, beam, vocab)
+        ).view(n_live, width, vocab)
         if step == 0:
             flat = log_probs[:, 0, :]  # rule 4: every beam is the same empty prefix, only the first proposes
         else:
@@ -221,7 +233,7 @@ def beam_search_hypotheses(
         done: list[int] = []
         if len(finishing):
             sentence, rank = finishing[:, 0], finishing[:, 1]
-            source_rows = sentence * beam + cand_beams[sentence, rank]
+            source_rows = sentence * width + cand_beams[sentence, rank]
             # rule 5: length normalization by (tokens + EOS) ** lenpen, in float32
             final_scores = cand_scores[sentence, rank] / (step + 1) ** len_penalty
             prefixes = tokens[source_rows, 1:]  # (m, step): the hypotheses without their EOS
@@ -251,24 +263,28 @@ def beam_search_hypotheses(
         order_key = ends.long() * cand_size + torch.arange(n_cand, device=device)  # EOS ones sort last
         chosen_keys, chosen = order_key.topk(beam, dim=1, largest=False)  # (live, beam), candidate order
         ignored = chosen_keys >= cand_size  # EOS candidates that had to fill the beam
-        source_rows = (old_sentence[:, None] * beam + cand_beams.gather(1, chosen)).view(-1)  # (live * beam,)
+        source_rows = (old_sentence[:, None] * width + cand_beams.gather(1, chosen)).view(-1)  # (live * beam,)
         tokens = torch.cat([tokens[source_rows], cand_tokens.gather(1, chosen).view(-1, 1)], dim=1)
         scores = cand_scores.gather(1, chosen)
         # The self-attention history follows its beam (in place: only the rows that continue another beam, or
-        # take a done sentence's place, are copied). The cross-attention keys are the same for every beam of a
-        # sentence: after the first step one copy per sentence is kept (its beams' queries attend to it together),
-        # and it moves only when sentences leave the batch.
+        # take a done sentence's place, are copied; after a first step of one row per sentence, every row is new).
+        # The cross-attention keys hold one copy per sentence (a stand-in's cache holds one per beam until the first
+        # step ends, and then keeps the first beam's), which moves only when sentences leave the batch.
         moved = moved_rows(source_rows)
         for layer_cache in cache.values():
             for name, part in layer_cache.items():
                 if name != "cross":
                     reorder_cache(part, source_rows, moved)
-                elif step == 0:
+                elif step == 0 and not shared_memory:
                     reorder_cache(part, old_sentence * beam)  # (live, ...): the first beam's copy
                 elif done:
                     reorder_cache(part, old_sentence)
+        if step == 0:
+            reserve_cache(cache, max_len + 1)  # the self-attention histories never grow (never copied)
         if done:
-            memory, memory_padding_mask = memory[source_rows], memory_padding_mask[source_rows]
+            memory_rows = old_sentence if shared_memory else source_rows
+            memory, memory_padding_mask = memory[memory_rows], memory_padding_mask[memory_rows]
+        width = beam
 
     # Rule 8: best first; sorted() is stable, so equal scores keep the order they were finished in.
     return [sorted(hypotheses, key=lambda h: h.score, reverse=True) for hypotheses in finished]

@@ -151,6 +151,14 @@ class Decoder(nn.Module):
             x = self.layer_norm(x)  # Pre-LN only
         return x
 
+    def cache_encoder_keys(self, memory: torch.Tensor, cache: dict) -> None:
+        """Fill the cross-attention part of an incremental ``cache`` ahead of the first step: every layer's keys and
+        values of ``memory`` (batch, src_time, d_model). Beam search calls it with one row per sentence, and the
+        ``beam`` query rows of a sentence then attend to that one copy together (see :mod:`b2t_lib.attention`)."""
+        for i, layer in enumerate(self.layers):
+            if layer.cross_attention:
+                layer.encoder_attn.cache_static_kv(memory, cache.setdefault(i, {}).setdefault("cross", {}))
+
     def output_layer(self, features: torch.Tensor) -> torch.Tensor:
         """Logits (batch, tgt_time, vocab); with an adaptive softmax, normalized fp32 log-probabilities,
         which stand in for logits anywhere (``log_softmax`` leaves them unchanged)."""

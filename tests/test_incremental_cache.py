@@ -1,6 +1,6 @@
-"""What the faster search rests on: the key/value history reordered in one copy, one copy of the encoder keys per
-sentence shared by its beams, the newest-position embedding and the row-wise NaN rule each compute what the
-straightforward code computes."""
+"""What the faster search rests on: the key/value history reordered in one copy (and given its room once), one copy
+of the encoder keys per sentence shared by its beams, a first step of one row per sentence, the newest-position
+embedding and the row-wise NaN rule each compute what the straightforward code computes."""
 
 import pytest
 import torch
@@ -33,6 +33,23 @@ def test_the_history_equals_concatenation_through_reorders_and_rows_leaving():
     assert history.length == 9
 
 
+def test_reserved_room_is_written_in_place_and_a_first_step_widens_to_every_beam():
+    generator = torch.Generator().manual_seed(2)
+    history = KeyValueCache()
+    k = torch.randn(2, 3, 1, 4, generator=generator)  # (sentences, heads, 1, d_head): the first step, one row each
+    history.append(k, -k)
+    history.reorder(torch.tensor([0, 0, 0, 1, 1, 1]))  # three beams per sentence
+    history.reserve(8)
+    buffer = history.keys.data_ptr()
+    keys = k[[0, 0, 0, 1, 1, 1]]
+    for _ in range(7):
+        new = torch.randn(6, 3, 1, 4, generator=generator)
+        keys = torch.cat([keys, new], dim=2)
+        seen, seen_values = history.append(new, -new)
+        assert torch.equal(seen, keys) and torch.equal(seen_values, -keys)
+    assert history.keys.data_ptr() == buffer  # eight positions fit the room reserved: never copied to grow
+
+
 def test_several_positions_at_once_and_the_dict_reorder():
     history = KeyValueCache()
     k = torch.arange(2 * 5 * 3, dtype=torch.float).view(2, 1, 5, 3)  # (batch 2, heads 1, 5 positions, d_head 3)
@@ -60,6 +77,9 @@ def test_beams_attend_together_to_one_copy_of_their_sentences_encoder_keys():
     assert shared.shape == per_row.shape
     torch.testing.assert_close(shared, per_row, rtol=0, atol=1e-6)
     assert not torch.equal(shared[:beam], shared[beam : 2 * beam])  # the rows did not mix sentences
+    # the mask may come with one row per cached row (a sentence), and memory too: it is not read once cached
+    one_per_sentence, _ = attention(queries, memory, padding, cache=cache, static_kv=True)
+    assert torch.equal(one_per_sentence, shared)
 
 
 class EndsSoonerForShorterSources:
@@ -93,6 +113,45 @@ def test_the_cached_search_finds_what_the_search_without_cache_finds(variant):
     cached = beam_search_hypotheses(EndsSoonerForShorterSources(model, use_cache=True), src, **options)
     plain = beam_search_hypotheses(EndsSoonerForShorterSources(model, use_cache=False), src, **options)
     assert len({len(h[0].tokens) for h in cached}) == 3  # the sentences finished at different steps
+    for found, expected in zip(cached, plain):
+        assert [h.tokens.tolist() for h in found] == [h.tokens.tolist() for h in expected]
+        assert [h.score for h in found] == pytest.approx([h.score for h in expected], abs=1e-5)
+
+
+class WithoutCache:
+    """The model as any other decoder: no cache (every step recomputes the whole prefix), one memory row per beam."""
+
+    def __init__(self, model):
+        self.model, self.cfg, self.encoder = model, model.cfg, model.encoder
+
+    def eval(self):
+        return self
+
+    def decoder(self, tokens, memory, memory_padding_mask, cache=None):
+        return self.model.decoder(tokens, memory, memory_padding_mask)
+
+
+@pytest.mark.parametrize("variant", ["b2t", "realformer", "pre_ln"])
+def test_the_library_decoder_shares_the_encoder_keys_and_finds_what_the_search_without_cache_finds(variant):
+    seed_everything(6)
+    cfg = ModelConfig(vocab_size=30, d_model=32, n_heads=4, d_ff=64, encoder_layers=2, decoder_layers=3,
+                      variant=variant, dropout=0.0, share_embeddings=False, share_decoder_io=False)  # fmt: skip
+    model = EncoderDecoder(cfg).eval()
+    with torch.no_grad():
+        model.decoder.output_projection.weight.mul_(3.0)  # peaked distributions: no near-ties
+        model.decoder.output_projection.weight[EOS].mul_(12.0)  # hypotheses that end at different steps
+    src = torch.tensor([[9, 12, 20, 6, EOS], [17, 8, EOS, PAD, PAD], [5, 21, 22, EOS, PAD], [7, 7, 9, EOS, PAD]])
+    rows_seen = {"keys": [], "queries": []}
+    layer = model.decoder.layers[1]
+    layer.encoder_attn.k_proj.register_forward_hook(lambda m, i, o: rows_seen["keys"].append(i[0].shape[0]))
+    layer.self_attn.q_proj.register_forward_hook(lambda m, i, o: rows_seen["queries"].append(i[0].shape[0]))
+    options = dict(beam_size=3, len_penalty=0.6, max_len_b=12)
+    cached = beam_search_hypotheses(model, src, **options)
+    assert rows_seen["keys"] == [4]  # the encoder keys: once, one row per sentence
+    assert rows_seen["queries"][:2] == [4, 12]  # the first step one row per sentence, then one per beam
+    assert len(set(rows_seen["queries"])) > 2  # sentences left the batch
+    plain = beam_search_hypotheses(WithoutCache(model), src, **options)
+    assert len({len(h[0].tokens) for h in cached}) > 1  # the sentences finished at different steps
     for found, expected in zip(cached, plain):
         assert [h.tokens.tolist() for h in found] == [h.tokens.tolist() for h in expected]
         assert [h.score for h in found] == pytest.approx([h.score for h in expected], abs=1e-5)
