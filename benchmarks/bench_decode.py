@@ -34,6 +34,7 @@ from pathlib import Path
 import torch
 
 from b2t_lib.errors import ArgumentParser, UserError, run_command
+from gemm_floor import ATTENTION_OPS, GEMM_OPS, profile_products, replay_products
 
 REPO = Path(__file__).resolve().parents[1]
 BASELINE = "fe5ca9c"  # the previous search: its history concatenated, then gathered, every step (RESULTS.md §12)
@@ -43,9 +44,6 @@ SETTINGS = {
     "base": dict(d_model=512, n_heads=8, d_ff=2048, layers=6, vocab=32768, eos_boost=4.0),
     "tiny": dict(d_model=64, n_heads=4, d_ff=256, layers=6, vocab=1000, eos_boost=3.0),
 }
-# The model's matrix products as the profiler names them; the attention kernel (its own small products) apart.
-GEMM_OPS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::_mkl_linear"}
-ATTENTION_OPS = {"aten::_scaled_dot_product_flash_attention_for_cpu", "aten::_scaled_dot_product_attention_math"}
 
 
 def build_inputs(setting: dict, sentences: int, min_len: int, max_len: int, eos_boost: float, out: Path) -> dict:
@@ -140,43 +138,12 @@ def profile_search(search) -> dict:
     """Where one search's time goes: the profiler's self time by kind of operator, and the floor that no search
     can go below, its matrix products alone: every product of the search (shapes from the profiler) timed again on
     its own, one after another, outside the search (``gemm_floor``, seconds)."""
-    from torch.profiler import ProfilerActivity, profile
-
-    start = time.perf_counter()
-    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
-        search()
-    wall = time.perf_counter() - start
-    self_s: dict[str, float] = {}
-    products: dict[tuple, int] = {}  # (rows, inner, columns, bias) -> calls
-    for event in prof.key_averages(group_by_input_shape=True):
-        self_s[event.key] = self_s.get(event.key, 0.0) + event.self_cpu_time_total / 1e6
-        if event.key in GEMM_OPS and event.key != "aten::_mkl_linear":
-            shapes = [shape for shape in event.input_shapes if shape]
-            bias = event.key == "aten::addmm"
-            (m, k), (_, n) = shapes[1:3] if bias else shapes[:2]
-            products[(m, k, n, bias)] = products.get((m, k, n, bias), 0) + event.count
+    self_s, products, wall = profile_products(search)
     gemm = sum(t for key, t in self_s.items() if key in GEMM_OPS)
     attention = sum(t for key, t in self_s.items() if key in ATTENTION_OPS)
     top = sorted(self_s.items(), key=lambda kv: -kv[1])[:10]
     return dict(wall=wall, gemm=gemm, attention=attention, other_ops=sum(self_s.values()) - gemm - attention,
                 top=top, gemm_floor=replay_products(products))  # fmt: skip
-
-
-def replay_products(products: dict[tuple, int]) -> float:
-    """Seconds the given matrix products take on their own, each as ``F.linear`` computes it (``x W^T + b``)."""
-    import torch.nn.functional as F
-
-    total = 0.0
-    with torch.no_grad():
-        for (m, k, n, bias), calls in products.items():
-            x, weight = torch.randn(m, k), torch.randn(n, k)
-            b = torch.randn(n) if bias else None
-            F.linear(x, weight, b)  # warm
-            start = time.perf_counter()
-            for _ in range(calls):
-                F.linear(x, weight, b)
-            total += time.perf_counter() - start
-    return total
 
 
 def median(xs: list[float]) -> float:

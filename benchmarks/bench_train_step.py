@@ -15,9 +15,15 @@ utilization (MFU) against the GPU's dense bf16 peak::
     python benchmarks/bench_train_step.py --profile b2t       # where the time of one variant goes
     python benchmarks/bench_train_step.py --profile torch     # ... and of nn.Transformer
     python benchmarks/bench_train_step.py --variants b2t --compile   # also torch.compile'd (the trainer's --compile)
+    python benchmarks/bench_train_step.py --variants b2t --floor     # the lowest ratio any implementation could reach
 
 ``--compile`` adds, for each variant, a row of the same model wrapped in ``torch.compile`` (as the trainer's
 ``--compile`` wraps it), timed against the same reference; its first steps (the compilation) are left out.
+
+``--floor`` splits each step into what no implementation of the same model can avoid and the rest: its matrix
+products, timed again on their own (shapes from the profiler, see ``gemm_floor.py``), and the work outside the
+model, the same code for both (the loss's forward, the clipping and the Adam step). The lowest ratio b2t_lib could
+reach is its products plus that outside work, over nn.Transformer's whole step.
 """
 
 from __future__ import annotations
@@ -36,8 +42,10 @@ from b2t_lib.special_tokens import EOS, PAD
 from b2t_lib.embedding import build_token_embedding, sinusoidal_table
 from b2t_lib.errors import ArgumentParser, UserError, run_command
 from b2t_lib.loss import label_smoothed_nll_loss
+from gemm_floor import profile_products, replay_products
 
 D_MODEL, HEADS, D_FF, LAYERS, DROPOUT = 512, 8, 2048, 6, 0.1
+TARGET = 0.85  # the ratio this benchmark is judged by (benchmarks/RESULTS.md section 12)
 
 
 class TorchTransformerMT(nn.Module):
@@ -139,21 +147,28 @@ class Stepper:
         self.optimizer = torch.optim.AdamW(
             model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-8, weight_decay=0.0, fused=True
         )  # as the trainer
+        self.outside: list[float] = []
 
     def step(self) -> float:
-        if self.device.type == "cuda":
-            torch.cuda.synchronize()
+        """One training step; its seconds. ``self.outside`` keeps the seconds of the work outside the model (the
+        loss's forward, the clipping and the Adam step: the same code for every model), one entry per step."""
+        sync = torch.cuda.synchronize if self.device.type == "cuda" else (lambda: None)
+        sync()
         t0 = time.perf_counter()
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.amp):
             logits = self.model(self.batch["src"], self.batch["prev"])
+        t1 = time.perf_counter()
         loss = label_smoothed_nll_loss(logits, self.batch["target"], 0.1).loss
+        t2 = time.perf_counter()
         loss.backward()
+        t3 = time.perf_counter()
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
-        if self.device.type == "cuda":
-            torch.cuda.synchronize()
-        return time.perf_counter() - t0
+        sync()
+        t4 = time.perf_counter()
+        self.outside.append((t2 - t1) + (t4 - t3))
+        return t4 - t0
 
 
 def paired_times(reference: Stepper, candidate: Stepper, steps: int, warmup: int) -> tuple[float, float]:
@@ -188,6 +203,20 @@ def profile_variant(variant: str, batch: dict, vocab: int, device, amp: bool) ->
     print(prof.key_averages().table(sort_by=key, row_limit=20))
 
 
+def floor_line(name: str, stepper: Stepper, step_s: float, steps: int) -> tuple[str, float]:
+    """One model's step split into its products alone, the work outside the model and the rest; and the sum
+    of the first two (seconds), which no implementation of the same model and outside work can go below."""
+    outside = sorted(stepper.outside[-steps:])[steps // 2]  # median over the timed steps
+    _, products, _ = profile_products(stepper.step)
+    alone = replay_products(products)
+    rest = step_s - alone - outside
+    text = (
+        f"{name:<22} step {step_s * 1e3:7.1f} ms = products alone {alone * 1e3:6.1f} + outside the model "
+        f"{outside * 1e3:6.1f} + the rest {rest * 1e3:6.1f}"
+    )
+    return text, alone + outside
+
+
 def main() -> None:
     parser = ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", choices=["cpu", "cuda"])
@@ -205,7 +234,12 @@ def main() -> None:
         "--profile", metavar="VARIANT", help="profile one variant ('torch' for nn.Transformer) instead of comparing"
     )
     parser.add_argument("--compile", action="store_true", help="also time each variant under torch.compile")
+    parser.add_argument(
+        "--floor", action="store_true", help="also split each step into its products alone, outside work and the rest"
+    )
     args = parser.parse_args()
+    if args.floor and args.device == "cuda":
+        raise UserError("--floor times CPU work (the products are replayed on the CPU)", todo="use --device cpu")
     if args.device == "cuda" and not torch.cuda.is_available():
         raise UserError("--device cuda: this machine has no CUDA GPU", todo="use --device cpu")
 
@@ -249,6 +283,17 @@ def main() -> None:
         ref_s, ours_s = paired_times(reference, candidate, steps, args.warmup)
         reference_times.append(ref_s)
         rows.append(line(f"b2t_lib {variant}", ours_s, ours_s / ref_s))
+        if args.floor:
+            ref_text, _ = floor_line("nn.Transformer", reference, ref_s, steps)
+            ours_text, lowest = floor_line(f"b2t_lib {variant}", candidate, ours_s, steps)
+            allowed = TARGET * ref_s - lowest
+            rows += [
+                f"# floor of {variant}: {ref_text}",
+                f"# floor of {variant}: {ours_text}",
+                f"# lowest ratio {variant} could reach (its products alone + outside work, over nn.Transformer's "
+                f"step): {lowest / ref_s:.2f}; at {TARGET} the rest would have to fit in {allowed * 1e3:.1f} ms "
+                f"(it takes {(ours_s - lowest) * 1e3:.1f})",
+            ]
         if args.compile:
             candidate.model = torch.compile(candidate.model)
             eager_ratio = ours_s / ref_s

@@ -384,6 +384,10 @@ CASES = [
         skip=with_gpu,
     ),  # fmt: skip
     Case(
+        "bench-train-step-floor-on-cuda",
+        lambda f, s: [sys.executable, ROOT / "benchmarks" / "bench_train_step.py", "--device", "cuda", "--floor"],
+    ),  # fmt: skip
+    Case(
         "bench-lm-adaptive-unknown-option",
         lambda f, s: [sys.executable, ROOT / "benchmarks" / "bench_lm_adaptive.py", "--no-such-option"],
     ),  # fmt: skip
