@@ -5,6 +5,8 @@ Each implementation runs in its own process (the earlier one from ``git archive`
 found the same hypotheses (every sentence's whole n-best list, tokens and scores). ``--profile`` adds where one
 search spends its time: the model's matrix products (projections, FFN, output layer: the work no search can
 avoid), the attention kernel, and everything else (the search itself, cache copies, masks, log-softmax, top-k).
+``--parts`` splits one search's wall time by part of the model (encoder, decoder layers, output layer) and the
+search itself, timed around each call without the profiler, so at the thread count asked for.
 
 The model is an untrained Transformer (every weight random, seeded). An untrained model almost never ends a
 sentence, so the search would always run to its length limit with every sentence in the batch; ``--eos-boost``
@@ -15,6 +17,7 @@ vocabulary (32768), ``tiny`` the course's tiny MT model (d 64, 6L-6L, a vocabula
     python benchmarks/bench_decode.py                     # base, 32 sentences, beam 4, against BASELINE
     python benchmarks/bench_decode.py --setting tiny
     python benchmarks/bench_decode.py --profile --rounds 1
+    python benchmarks/bench_decode.py --parts             # wall time by part, at every thread
     python benchmarks/bench_decode.py --baseline HEAD~3   # any commit whose b2t_lib has the same ModelConfig fields
 """
 
@@ -131,6 +134,8 @@ def child(spec_file: str) -> None:
     )
     if spec["profile"]:
         result["profile"] = profile_search(lambda: search(src))
+    if spec["parts"]:
+        result["parts"] = time_parts(model, lambda: search(src))
     Path(spec_file).with_name("result.json").write_text(json.dumps(result))
 
 
@@ -144,6 +149,54 @@ def profile_search(search) -> dict:
     top = sorted(self_s.items(), key=lambda kv: -kv[1])[:10]
     return dict(wall=wall, gemm=gemm, attention=attention, other_ops=sum(self_s.values()) - gemm - attention,
                 top=top, gemm_floor=replay_products(products))  # fmt: skip
+
+
+# the parts of a search timed by --parts: label -> (the model's submodule, its method that the search calls)
+PARTS = {
+    "encoder": ("encoder", "forward"),
+    "encoder keys": ("decoder", "cache_encoder_keys"),  # cross-attention keys and values, once per sentence
+    "decoder layers": ("decoder", "extract_features"),
+    "output layer": ("decoder", "output_layer"),
+}
+
+
+def time_parts(model, search) -> dict:
+    """Wall seconds of one ``search()`` by part: each of :data:`PARTS` timed around every call of its method (no
+    profiler, so operators run at their normal speed and thread count), and ``search``, the rest: the search itself
+    (log-softmax, top-k, finishing hypotheses, reordering the caches, Python). A part the model lacks is absent."""
+    spent: dict[str, float] = {}
+
+    def timed(label, method):
+        def call(*args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return method(*args, **kwargs)
+            finally:
+                spent[label] += time.perf_counter() - start
+
+        return call
+
+    patched = []
+    for label, (module_name, method_name) in PARTS.items():
+        module = getattr(model, module_name)
+        if hasattr(module, method_name):
+            spent[label] = 0.0
+            setattr(module, method_name, timed(label, getattr(module, method_name)))  # an instance attribute
+            patched.append((module, method_name))
+    try:
+        start = time.perf_counter()
+        search()
+        total = time.perf_counter() - start
+    finally:
+        for module, method_name in patched:
+            delattr(module, method_name)  # the class's method again
+    return dict(spent, search=total - sum(spent.values()), total=total)
+
+
+def print_parts(name: str, parts: dict) -> None:
+    total = parts["total"]
+    shares = ", ".join(f"{k} {v:.2f} s ({v / total:.0%})" for k, v in parts.items() if k != "total")
+    print(f"  {name:9s} {total:6.2f} s: {shares}")
 
 
 def median(xs: list[float]) -> float:
@@ -182,6 +235,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=torch.get_num_threads(), help="torch threads per process")
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds, one timed search each")
     parser.add_argument("--profile", action="store_true", help="also profile one search of each")
+    parser.add_argument("--parts", action="store_true", help="also time one search of each by part (no profiler)")
     parser.add_argument("--child", help=argparse.SUPPRESS)  # internal: run one implementation's measurements
     args = parser.parse_args()
     if args.child:
@@ -202,14 +256,17 @@ def main() -> None:
             threads=args.threads,
             repeats=1,
             profile=False,
+            parts=False,
             search=dict(beam_size=args.beam, len_penalty=args.lenpen, max_len_a=1.2, max_len_b=10),
         )
         trees = {"baseline": old_tree, "this tree": REPO}
         runs: dict[str, list[dict]] = {name: [] for name in trees}
         for round_ in range(args.rounds):
             for name, tree in trees.items():
-                profile = args.profile and round_ == args.rounds - 1
-                runs[name].append(run_child(tree, dict(spec, profile=profile), scratch))
+                last = round_ == args.rounds - 1
+                runs[name].append(
+                    run_child(tree, dict(spec, profile=args.profile and last, parts=args.parts and last), scratch)
+                )
 
     load = os.getloadavg()[0]
     print(
@@ -235,6 +292,10 @@ def main() -> None:
         f"hypotheses: {'identical' if same else f'{differ} sentences differ'} (every n-best list; largest score "
         f"difference {gap:.1e}); best hypotheses {min(lengths)}-{max(lengths)} tokens"
     )
+    if args.parts:
+        print("one more search of each, timed by part (search: the rest, the search's own work):")
+        for name in trees:
+            print_parts(name, runs[name][-1]["parts"])
     if args.profile:
         print("where one search's time goes (profiled, so slower than above):")
         for name in trees:

@@ -1,0 +1,61 @@
+"""The beam-search benchmark's split of a search by part: every part timed, the model left as it was."""
+
+import importlib.util
+from pathlib import Path
+
+import torch
+
+from b2t_lib import EncoderDecoder, ModelConfig, seed_everything
+from b2t_lib.generate import beam_search_hypotheses
+from b2t_lib.special_tokens import EOS
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def _bench_decode(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))  # it imports gemm_floor beside it
+    spec = importlib.util.spec_from_file_location("bench_decode", BENCHMARKS / "bench_decode.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_time_parts_times_every_part_and_leaves_the_model_unchanged(monkeypatch):
+    bench = _bench_decode(monkeypatch)
+    seed_everything(0)
+    cfg = ModelConfig(vocab_size=40, d_model=16, n_heads=2, d_ff=32, encoder_layers=2, decoder_layers=2, dropout=0.0)
+    model = EncoderDecoder(cfg).eval()
+    src = torch.randint(4, 40, (3, 6))
+    src[:, -1] = EOS
+
+    def search():
+        return beam_search_hypotheses(model, src, beam_size=3, max_len_b=5)
+
+    expected = search()
+    found = []
+    parts = bench.time_parts(model, lambda: found.append(search()))
+    assert set(parts) == {"encoder", "encoder keys", "decoder layers", "output layer", "search", "total"}
+    for label in ("encoder", "encoder keys", "decoder layers", "output layer"):
+        assert parts[label] > 0, label  # its method ran through the timer
+    assert parts["search"] >= 0
+    assert abs(sum(v for k, v in parts.items() if k != "total") - parts["total"]) < 1e-9
+    # the timers are gone: the modules call their class's methods again, and the search found the same hypotheses
+    assert "forward" not in vars(model.encoder)
+    assert not {"extract_features", "output_layer", "cache_encoder_keys"} & set(vars(model.decoder))
+    assert [[(h.tokens.tolist(), h.score) for h in hs] for hs in found[0]] == [
+        [(h.tokens.tolist(), h.score) for h in hs] for hs in expected
+    ]
+
+
+def test_time_parts_skips_a_part_the_model_lacks(monkeypatch):
+    bench = _bench_decode(monkeypatch)
+
+    class Stub(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.encoder = torch.nn.Identity()
+            self.decoder = torch.nn.Module()
+
+    stub = Stub()
+    parts = bench.time_parts(stub, lambda: stub.encoder(torch.zeros(1)))
+    assert set(parts) == {"encoder", "search", "total"} and parts["encoder"] > 0
