@@ -17,7 +17,7 @@ vocabulary (32768), ``tiny`` the course's tiny MT model (d 64, 6L-6L, a vocabula
     python benchmarks/bench_decode.py                     # base, 32 sentences, beam 4, against BASELINE
     python benchmarks/bench_decode.py --setting tiny
     python benchmarks/bench_decode.py --profile --rounds 1
-    python benchmarks/bench_decode.py --parts             # wall time by part, at every thread
+    python benchmarks/bench_decode.py --parts             # wall time by part, at the benchmark's thread count
     python benchmarks/bench_decode.py --baseline HEAD~3   # any commit whose b2t_lib has the same ModelConfig fields
 """
 
