@@ -121,15 +121,14 @@ def judge_seed(
     fail_above: float,
     train_below: float,
     max_drop: float | None,
-    end_above: float | None = None,
 ) -> SeedVerdict:
     r"""Judge one seed's runs (run name -> log) at update ``at``, before the runs end:
 
     * every run of ``trains`` has a validation NLL below ``train_below`` there;
-    * the run ``fails`` is above ``fail_above`` there, above ``end_above`` (``fail_above`` when not given) at its
-      last validation, and fell by less than ``max_drop`` bits in between: it is on a plateau, not slowly leaving
-      it. ``max_drop=None`` leaves the fall unjudged, for a setting where the failing run may leave its plateau
-      late on some seeds and CPUs: the verdict is then "still above ``end_above`` at the end", not "flat".
+    * the run ``fails`` is above ``fail_above`` there *and* at its last validation, and fell by less than
+      ``max_drop`` bits in between: it is on a plateau, not slowly leaving it. ``max_drop=None`` leaves the fall
+      unjudged, for a setting where the failing run may start to leave its plateau before the end on some seeds
+      and CPUs: the verdict is then "still above ``fail_above`` at the end", not "flat".
 
     A run without a validation at or after ``at`` (it stopped earlier) breaks the verdict, whichever side it is on:
     the chapters judge no later than the stall deadline, where a stalled run stops, so a missing point there means
@@ -140,11 +139,10 @@ def judge_seed(
     tail = valid_curve(logs[fails], at)
     fail_end = tail[-1] if tail else math.nan
     fail_drop = (tail[0] - min(tail)) if tail else math.nan
-    end_above = fail_above if end_above is None else end_above
     holds = (
         all(nll[name] < train_below for name in trains)  # nan compares False: a run without the point fails
         and nll[fails] > fail_above
-        and fail_end > end_above
+        and fail_end > fail_above
         and (max_drop is None or fail_drop < max_drop)
     )
     return SeedVerdict(seed, nll, fail_end, fail_drop, holds)
