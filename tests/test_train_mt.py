@@ -205,3 +205,51 @@ def test_saving_by_epoch_numbers_epoch_ends_and_averages_only_them(data_dir, tmp
     assert result["averaged_checkpoints"] == [f"checkpoint_{per_epoch}.pt", f"checkpoint_{2 * per_epoch}.pt"]
     resumed = Trainer(config(max_update=max_update + 2, resume=True)).train()  # resumes from the last state
     assert resumed["metrics"]["num_updates"] == max_update + 2
+
+
+@pytest.mark.parametrize("clip_norm", [0.0, 0.05])
+def test_an_update_is_adamw_on_the_per_token_mean_gradient_clipped_only_when_asked(data_dir, tmp_path, clip_norm):
+    """Three updates of the trainer against the same steps written out by hand: the summed loss's gradient divided
+    by the target tokens, its norm (the log's gnorm), scaled to clip_norm only when clip_norm > 0 and the norm
+    exceeds it, then torch's AdamW with the schedule's learning rate. Dropout is off, so both see the same model."""
+    import copy
+
+    import torch
+
+    cfg = TrainConfig.from_preset(
+        "mt", "tiny", data=str(data_dir), save_dir=str(tmp_path / "run"), variant="b2t", d_model=32, n_heads=2,
+        d_ff=64, encoder_layers=2, decoder_layers=2, max_tokens=256, tokens_per_update=512, dropout=0.0,
+        attention_dropout=0.0, activation_dropout=0.0, clip_norm=clip_norm, threads=1, progress_bar=False,
+    )  # fmt: skip
+    trainer = Trainer(cfg)
+    reference = copy.deepcopy(trainer.model)
+    params = list(reference.parameters())
+    optimizer = torch.optim.AdamW(params, betas=(cfg.adam_beta1, cfg.adam_beta2), eps=cfg.adam_eps, weight_decay=0.0)
+    clipped = []
+    for group in trainer._epoch_updates()[:3]:
+        stats = trainer.train_step(group)
+        ntokens = 0
+        for indices in group:
+            out = trainer.task.loss(reference, trainer.task.collate("train", indices))
+            out.loss.backward()
+            ntokens += int(out.ntokens)
+        grads = [p.grad for p in params]
+        for g in grads:
+            g /= ntokens
+        norm = float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads])))
+        assert stats["gnorm"] == pytest.approx(norm, rel=1e-5)
+        clipped.append(clip_norm > 0 and norm > clip_norm)
+        if clipped[-1]:
+            for g in grads:
+                g *= clip_norm / (norm + 1e-6)
+        optimizer.param_groups[0]["lr"] = trainer.optimizer.param_groups[0]["lr"]
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        # Adam's step hardly depends on the gradient's scale; its moments do, so they are compared too
+        for mine, theirs in zip(trainer.model.parameters(), params):
+            torch.testing.assert_close(mine, theirs, rtol=1e-5, atol=1e-6)
+            for moment in ("exp_avg", "exp_avg_sq"):
+                torch.testing.assert_close(
+                    trainer.optimizer.state[mine][moment], optimizer.state[theirs][moment], rtol=1e-4, atol=1e-9
+                )
+    assert all(clipped) == (clip_norm > 0)  # 0.05 is below every norm here, so each update was clipped

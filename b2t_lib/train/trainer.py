@@ -127,11 +127,14 @@ class Trainer:
 
         seed_everything(cfg.seed)  # the same initial weights on every process
         self.model = self.task.build_model().to(self.device)
+        # The parameters, listed once in the model's order (the gradient norm sums their norms in it): walking a
+        # deep model's modules for them costs milliseconds, every update.
+        self.params = list(self.model.parameters())
         self.update_freq = cfg.update_freq_for(self.env.world_size)
         # fairseq's Adam decays weights decoupled from the gradient, as AdamW does. The fused kernel
         # (CPU and CUDA) is several times faster than the per-tensor loop on large models.
         self.optimizer = torch.optim.AdamW(
-            self.model.parameters(),
+            self.params,
             lr=cfg.warmup_init_lr,
             betas=(cfg.adam_beta1, cfg.adam_beta2),
             eps=cfg.adam_eps,
@@ -263,7 +266,8 @@ class Trainer:
     # ------------------------------------------------------------------ one update
     def train_step(self, group: list[list[int]]) -> dict:
         """Forward/backward over ``group`` (this process's batches of one update), then one step."""
-        self.model.train()
+        if not self.model.training:  # after a validation; train() walks every module, so not at every update
+            self.model.train()
         sums = torch.zeros(3, dtype=torch.float64, device=self.device)  # loss, nll, ntokens
         for i, indices in enumerate(group):
             batch = self._to_device(self.task.collate("train", indices))
@@ -279,11 +283,14 @@ class Trainer:
         loss_sum, nll_sum, ntokens = sums.tolist()
         if self.scaler:
             self.scaler.unscale_(self.optimizer)
-        params = [p for p in self.model.parameters() if p.grad is not None]
+        params = [p for p in self.params if p.grad is not None]
+        grads = [p.grad for p in params]
         # g <- g * W / N_tok: DDP averaged over the W processes; this makes it the per-token mean.
-        torch._foreach_mul_([p.grad for p in params], self.env.world_size / max(ntokens, 1.0))
-        max_norm = self.cfg.clip_norm if self.cfg.clip_norm > 0 else float("inf")
-        grad_norm = float(torch.nn.utils.clip_grad_norm_(params, max_norm))
+        torch._foreach_mul_(grads, self.env.world_size / max(ntokens, 1.0))
+        if self.cfg.clip_norm > 0:
+            grad_norm = float(torch.nn.utils.clip_grad_norm_(params, self.cfg.clip_norm))
+        else:  # the norm only (the log, the divergence rule): clipping at infinity would multiply every g by 1
+            grad_norm = float(torch.nn.utils.get_total_norm(grads))
         lr = self.schedule.step(self.num_updates)
         loss_per_token = loss_sum / max(ntokens, 1.0) / LN2
         stepped = math.isfinite(loss_per_token) and (self.scaler is not None or math.isfinite(grad_norm))
