@@ -1,0 +1,137 @@
+"""FusedAdamW (b2t_lib/train/optimizer.py) computes what torch.optim.AdamW(fused=True) computes, to the bit, keeps
+its checkpoint format both ways, and spares a training process the import of torch._dynamo."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from b2t_lib.train.optimizer import FusedAdamW
+
+HYPER = dict(lr=3e-3, betas=(0.9, 0.98), eps=1e-8)
+
+
+def _params(seed: int = 0) -> list[torch.nn.Parameter]:
+    g = torch.Generator().manual_seed(seed)
+    shapes = [(7, 5), (5,), (3, 4, 2), (1,)]
+    return [torch.nn.Parameter(torch.randn(*s, generator=g)) for s in shapes]
+
+
+def _grads(step: int, params, skip: int | None = None) -> None:
+    g = torch.Generator().manual_seed(100 + step)
+    for i, p in enumerate(params):
+        p.grad = None if i == skip else torch.randn(p.shape, generator=g) * 10 ** (i - 2)
+
+
+def _run(optimizer, params, steps: range, skip_at: int | None = None) -> None:
+    for step in steps:
+        _grads(step, params, skip=1 if step == skip_at else None)  # a parameter without a gradient at one step
+        for group in optimizer.param_groups:
+            group["lr"] = HYPER["lr"] * (step + 1) / 4  # as the schedule sets it
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+
+def _same(a, b) -> None:
+    for x, y in zip(a, b, strict=True):
+        assert torch.equal(x, y)
+
+
+@pytest.mark.parametrize("weight_decay", [0.0, 0.01])
+def test_updates_and_moments_equal_torch_optim_adamw_fused_to_the_bit(weight_decay):
+    ours, theirs = _params(), _params()
+    mine = FusedAdamW(ours, weight_decay=weight_decay, **HYPER)
+    reference = torch.optim.AdamW(theirs, weight_decay=weight_decay, fused=True, **HYPER)
+    _run(mine, ours, range(6), skip_at=2)
+    _run(reference, theirs, range(6), skip_at=2)
+    _same(ours, theirs)
+    for p, q in zip(ours, theirs):
+        for key in ("step", "exp_avg", "exp_avg_sq"):
+            assert torch.equal(mine.state[p][key], reference.state[q][key]), key
+    assert float(mine.state[ours[1]]["step"]) == 5  # skipped once: no update, no step counted
+
+
+def test_the_state_dict_is_torch_optims_and_loads_both_ways():
+    ours, theirs = _params(), _params()
+    mine = FusedAdamW(ours, weight_decay=0.01, **HYPER)
+    reference = torch.optim.AdamW(theirs, weight_decay=0.01, fused=True, **HYPER)
+    _run(mine, ours, range(3))
+    _run(reference, theirs, range(3))
+    saved_mine, saved_reference = mine.state_dict(), reference.state_dict()
+    assert saved_mine["param_groups"] == saved_reference["param_groups"]
+    assert saved_mine["state"].keys() == saved_reference["state"].keys()
+    for number, values in saved_reference["state"].items():
+        assert values.keys() == saved_mine["state"][number].keys()
+        assert all(torch.equal(values[k], saved_mine["state"][number][k]) for k in values)
+
+    # torch.optim's checkpoint resumes in FusedAdamW, and FusedAdamW's in torch.optim: the runs continue as one
+    resumed_mine_params, resumed_theirs_params = (
+        [p.detach().clone().requires_grad_() for p in theirs],
+        [p.detach().clone().requires_grad_() for p in ours],
+    )
+    resumed_mine = FusedAdamW(resumed_mine_params, lr=1.0, betas=(0.5, 0.5), eps=1.0, weight_decay=0.0)
+    resumed_mine.load_state_dict(saved_reference)
+    resumed_theirs = torch.optim.AdamW(resumed_theirs_params, fused=True, **HYPER)
+    resumed_theirs.load_state_dict(saved_mine)
+    assert resumed_mine.param_groups[0]["betas"] == HYPER["betas"] and resumed_mine.param_groups[0]["lr"] > 0
+    for optimizer, params in (
+        (reference, theirs),
+        (resumed_mine, resumed_mine_params),
+        (resumed_theirs, resumed_theirs_params),
+    ):
+        _run(optimizer, params, range(3, 6))
+    _same(resumed_mine_params, theirs)
+    _same(resumed_theirs_params, theirs)
+
+
+def test_a_state_of_other_parameters_is_refused():
+    mine = FusedAdamW(_params(), weight_decay=0.0, **HYPER)
+    other = torch.optim.AdamW(_params()[:2], fused=True, **HYPER)
+    with pytest.raises(ValueError, match="other parameter groups"):
+        mine.load_state_dict(other.state_dict())
+
+
+def test_a_training_update_does_not_import_torch_dynamo():
+    """What FusedAdamW is for: torch.optim's first call imports torch._dynamo, over a second of every run's start."""
+    code = (
+        "import sys, torch\n"
+        "from b2t_lib.train.optimizer import FusedAdamW\n"
+        "model = torch.nn.Linear(4, 3)\n"
+        "opt = FusedAdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.98), eps=1e-8, weight_decay=0.0)\n"
+        "model(torch.randn(2, 4)).sum().backward()\n"
+        "torch.nn.utils.get_total_norm([p.grad for p in model.parameters()])\n"
+        "opt.step(); opt.zero_grad()\n"
+        "assert 'torch._dynamo' not in sys.modules, 'torch._dynamo was imported'\n"
+        "torch.optim.AdamW(model.parameters(), fused=True)\n"
+        "assert 'torch._dynamo' in sys.modules, 'the check cannot see the import it guards against'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_grad_scaler_unscales_steps_and_skips_an_overflowing_step_as_with_torch_optim():
+    """fp16 training (CUDA) steps through torch.amp.GradScaler; its CPU twin runs the same code here."""
+    results = []
+    for make in (
+        lambda p: FusedAdamW(p, weight_decay=0.0, **HYPER),
+        lambda p: torch.optim.AdamW(p, weight_decay=0.0, fused=True, **HYPER),
+    ):
+        params = _params()
+        optimizer, scaler = make(params), torch.amp.GradScaler("cpu", init_scale=4.0)
+        for step in range(3):
+            _grads(step, params)
+            scaler.scale(torch.ones(()))  # the scaled loss, whose backward() would leave the gradients below
+            for p in params:
+                p.grad = p.grad * scaler.get_scale()  # as backward() of a scaled loss leaves them
+            if step == 1:
+                params[0].grad[0, 0] = float("inf")  # an overflow: the step is skipped, the scale halves
+            scaler.unscale_(optimizer)
+            scaler.step(optimizer)
+            scaler.update()
+            optimizer.zero_grad(set_to_none=True)
+        results.append(([p.detach().clone() for p in params], scaler.get_scale()))
+    (ours, our_scale), (theirs, their_scale) = results
+    _same(ours, theirs)
+    assert our_scale == their_scale == 2.0
