@@ -45,6 +45,7 @@ from pathlib import Path
 
 from .config import ConfigError
 from .files import write_json_atomic
+from .presets import rehearsal_grid
 from .scale import get_scale
 from .train.failure import STATUSES  # noqa: F401  ("completed", "stalled", "diverged": the trainer's)
 from .variants import VARIANTS
@@ -168,6 +169,7 @@ def run_trainability_map(
             it). With more than one, ``out`` is written once they have all ended.
     """
     scale = scale or get_scale()
+    depths, lrs = rehearsal_grid(depths, lrs, scale)  # under the rehearsal: the grid's corners only
     options = dict(options or {})
     if task != "mt":
         raise ConfigError(

@@ -480,6 +480,14 @@ NOTEBOOK06 = [
 ]
 
 
+# The test trains it to update 200 and judges it there (an explicit deadline); the preset's deadline, 400, is what
+# chapter 06 judges on three seeds. Measured at 200 (Xeon, one thread): Post-LN 18L-18L 7.89 bits, on the plateau
+# since update 150 (7.91, 7.89, 7.89); B2T 6L-6L 6.80, half a bit below the bar 7.31. Half the training of 400.
+STALL_TEST = [*NOTEBOOK06, "--stall-deadline", "200"]
+for _option in ("--max-update", "--save-interval"):
+    STALL_TEST[STALL_TEST.index(_option) + 1] = "200"
+
+
 @pytest.fixture(scope="module")
 def synthetic_mt(tmp_path_factory):
     from b2t_lib.data import prepare_synthetic_mt
@@ -503,7 +511,7 @@ def test_post_ln_18L_stalls_exits_3_and_prints_training_failed_while_b2t_trains(
             "18",
             "--decoder-layers",
             "18",
-            *NOTEBOOK06,
+            *STALL_TEST,
         ]
     )
     captured = capsys.readouterr()
@@ -512,9 +520,9 @@ def test_post_ln_18L_stalls_exits_3_and_prints_training_failed_while_b2t_trains(
     assert printed["status"] == "stalled" and "never left the plateau" in printed["message"]
     record = json.loads((post / "result.json").read_text())
     rule = record["stall_rule"]
-    assert rule["judged_at"] == 400 and (rule["margin"], rule["deadline"]) == (0.5, 400)  # the tiny preset's
+    assert rule["judged_at"] == 200 and (rule["margin"], rule["deadline"]) == (0.5, 200)  # the tiny preset's margin
     assert rule["valid_nll"] > rule["unigram_baseline"] - 0.2  # on the plateau (7.89 vs 7.81 measured)
-    assert (post / "checkpoint_last.pt").is_file() and read_log(post, "valid")[-1]["update"] == 400
+    assert (post / "checkpoint_last.pt").is_file() and read_log(post, "valid")[-1]["update"] == 200
 
     b2t = tmp_path / "b2t_6L"  # the same setting at 6L-6L trains: not flagged
     code = main(
@@ -532,7 +540,7 @@ def test_post_ln_18L_stalls_exits_3_and_prints_training_failed_while_b2t_trains(
             "6",
             "--beam",
             "1",
-            *NOTEBOOK06,
+            *STALL_TEST,
         ]
     )
     printed = json.loads(capsys.readouterr().out)

@@ -118,6 +118,29 @@ def test_the_rule_reaches_explicit_options_is_idempotent_and_leaves_tiny_alone(r
     assert lm.model.adaptive_cutoff == REHEARSAL_SIZES["lm"]["adaptive_cutoff"]
 
 
+@pytest.mark.parametrize("scale", ["tiny", "small", "full"])
+def test_a_rehearsed_trainability_map_trains_the_corners_of_its_grid_at_their_depths(scale, monkeypatch, rehearsing):
+    import b2t_lib.trainability as trainability
+
+    trained = []
+
+    def fake_cell(variant, layers, lr, **_):  # records what would train, trains nothing
+        trained.append((variant, layers, lr))
+        return {"variant": variant, "layers": layers, "lr": lr, "status": "completed", "stall_rule": None}
+
+    monkeypatch.setattr(trainability, "train_cell", fake_cell)
+    trainability.run_trainability_map(["post_ln", "b2t"], [12, 6, 36, 18], [1e-3, 5e-4, 2e-3], scale=scale)
+    grid = [(v, n, lr) for v in ("post_ln", "b2t") for n in (12, 6, 36, 18) for lr in (1e-3, 5e-4, 2e-3)]
+    if scale == "tiny":  # the rehearsal never touches tiny: every cell
+        assert trained == grid
+    else:  # shallowest and deepest depth, smallest and largest lr, every variant, in the grid's order
+        assert trained == [(v, n, lr) for v, n, lr in grid if n in (6, 36) and lr in (5e-4, 2e-3)]
+    monkeypatch.delenv("B2T_REHEARSAL")
+    trained.clear()
+    trainability.run_trainability_map(["b2t"], [6, 12, 36], [1e-3, 2e-3, 5e-4], scale=scale)
+    assert len(trained) == 9  # outside the rehearsal, the whole grid at every scale
+
+
 # ---------------------------------------------------------------------------------------------- in child processes
 @pytest.fixture(scope="module")
 def hf_home(tmp_path_factory):
