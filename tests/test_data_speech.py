@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import multiprocessing
 from pathlib import Path
 
 import numpy as np
@@ -271,6 +272,36 @@ def test_preparation_is_reproducible_and_the_same_on_several_workers(from_files,
     again = prepare_speech_from_files(raw, tmp_path / "parallel", vocab_size=40, workers=2)
     first, second = speech_manifest(from_files["out"]), speech_manifest(again)
     assert second["files"] == first["files"]  # same bytes, SentencePiece model included
+
+
+def test_one_preparation_starts_its_feature_workers_once_for_every_part(from_files, tmp_path, monkeypatch):
+    # four parts (train, valid and two tests) on two workers: one pool, shared, closed at the end; the same bytes as one
+    # process writes. Workers are forked here (the test's own function cannot be imported by spawned ones).
+    monkeypatch.setattr(speech, "PARALLEL_MIN_UTTERANCES", 0)
+    started, parts_on_workers = [], []
+
+    class CountedPool(speech.ProcessPoolExecutor):
+        def __init__(self, workers, mp_context=None, initializer=None):
+            started.append(workers)
+            super().__init__(workers, mp_context=multiprocessing.get_context("fork"), initializer=initializer)
+
+    real_map = speech.ordered_parallel_map
+
+    def watched_map(function, items, workers, *, pool=None, **kwargs):
+        parts_on_workers.append((workers, pool))
+        return real_map(function, items, workers, pool=pool, **kwargs)
+
+    monkeypatch.setattr(speech, "ProcessPoolExecutor", CountedPool)
+    monkeypatch.setattr(speech, "ordered_parallel_map", watched_map)
+    out = prepare_speech_from_files(from_files["raw"], tmp_path / "shared", vocab_size=40, workers=2)
+    assert started == [2], "one pool of two workers for the whole preparation"
+    assert len(parts_on_workers) == 4 and {id(pool) for _, pool in parts_on_workers} == {id(parts_on_workers[0][1])}
+    assert all(workers == 2 for workers, _ in parts_on_workers)
+    assert speech_manifest(out)["files"] == speech_manifest(from_files["out"])["files"]
+    assert parts_on_workers[0][1]._pool is None, "closed at the end"
+    started.clear()
+    prepare_speech_from_files(from_files["raw"], tmp_path / "shared", vocab_size=40, workers=2)
+    assert started == [], "a prepared data set starts no worker"
 
 
 # ---------------------------------------------------------------------------------------------- bad inputs

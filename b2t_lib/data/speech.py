@@ -125,10 +125,51 @@ def featurize(utterance: Utterance, *, is_train: bool, min_frames: int, max_trai
     return uid, name, "ok", features.astype(np.float16), frames, text
 
 
+class FeaturePool:
+    """The feature workers of one preparation: ``workers`` spawned processes, started when a part first needs
+    them and shared by every part after it, closed by :meth:`close` (or ``with``). A LibriSpeech preparation
+    reads seven Hub splits; a pool per split would pay every worker's imports (torch: seconds) seven times."""
+
+    def __init__(self, workers: int):
+        self.workers = workers
+        self._pool: ProcessPoolExecutor | None = None
+
+    def get(self) -> ProcessPoolExecutor:
+        if self._pool is None:
+            self._pool = ProcessPoolExecutor(
+                self.workers, mp_context=multiprocessing.get_context("spawn"), initializer=_init_worker
+            )
+        return self._pool
+
+    def close(self) -> None:
+        """Stop the workers (what they had queued is cancelled); their CPU time goes to the log."""
+        if self._pool is None:
+            return
+        from .steps import _children_cpu
+
+        before = _children_cpu()
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        self._pool = None
+        log.info("feature workers closed: %.2f s of CPU in %d workers", _children_cpu() - before, self.workers)
+
+    def __enter__(self) -> "FeaturePool":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
 def ordered_parallel_map(
-    function: Callable, items: Iterable, workers: int, *, chunk_size: int = 32, **kwargs
+    function: Callable,
+    items: Iterable,
+    workers: int,
+    *,
+    chunk_size: int = 32,
+    pool: FeaturePool | None = None,
+    **kwargs,
 ) -> Iterator:
-    """``function(item, **kwargs)`` for every item, in order, on ``workers`` processes.
+    """``function(item, **kwargs)`` for every item, in order, on ``workers`` processes (those of ``pool`` when
+    given: they stay up for the next call; otherwise a pool of this call's own).
 
     At most ``2 * workers`` chunks are in flight, so a stream (the Hub) is read only as fast as it
     is processed and memory stays bounded.
@@ -146,25 +187,32 @@ def ordered_parallel_map(
         finally:
             torch.set_num_threads(threads)
         return
-    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=_init_worker)
+    own = pool is None
+    pool = FeaturePool(workers) if own else pool
+    executor = pool.get()
+    pending: deque = deque()
     try:
-        pending: deque = deque()
         for chunk in chunks:
-            pending.append(pool.submit(_apply_to_chunk, function, chunk, kwargs))
-            if len(pending) >= 2 * workers:
+            pending.append(executor.submit(_apply_to_chunk, function, chunk, kwargs))
+            if len(pending) >= 2 * pool.workers:
                 yield from pending.popleft().result()
         while pending:
             yield from pending.popleft().result()
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+        for future in pending:  # stopped early (an error): what is queued is not needed
+            future.cancel()
+        if own:
+            pool.close()
 
 
 def _apply_to_chunk(function: Callable, chunk: list, kwargs: dict) -> list:
     return [function(item, **kwargs) for item in chunk]
 
 
-def _extract_part(part: Part, outs: list[Path], *, workers: int, min_frames: int, max_train_frames: int) -> None:
-    """Step ``features-<part>``: write features, text, ids and the filter report of one part."""
+def _extract_part(part: Part, outs: list[Path], *, pool: FeaturePool, min_frames: int, max_train_frames: int) -> None:
+    """Step ``features-<part>``: write features, text, ids and the filter report of one part (on ``pool``'s
+    workers, or in this process for a part known to be small)."""
+    workers = pool.workers
     counts: Counter = Counter()
     skipped: list[dict] = []
     frames_kept = 0
@@ -177,7 +225,7 @@ def _extract_part(part: Part, outs: list[Path], *, workers: int, min_frames: int
         RaggedAppender(outs[4], outs[5], np.uint8) as uids,
     ):
         for uid, name, status, payload, frames, text in ordered_parallel_map(
-            featurize, part.utterances(), workers, **options
+            featurize, part.utterances(), workers, pool=pool, **options
         ):
             counts["utterances"] += 1
             if status == "error":
@@ -278,6 +326,37 @@ def _prepare(
     return out_dir
 
 
+def _extract_parts(
+    runner: Preparation,
+    parts: list[Part],
+    reports: dict[str, Path],
+    *,
+    pool: FeaturePool,
+    min_frames: int,
+    max_train_frames: int,
+) -> None:
+    """Step ``features-<part>`` of every part (a step already done is skipped, and starts no worker)."""
+    out_dir = runner.root
+    for part in parts:
+        files = part_files(out_dir, part.name)
+        step_params = dict(
+            part.params,
+            min_frames=min_frames,
+            pipeline_version=PIPELINE_VERSION,
+            **({"max_train_frames": max_train_frames} if part.is_train else {}),
+        )
+        outs = [files[k] for k in ("fbank", "fbank.offsets", "text", "text.offsets", "ids", "ids.offsets")]
+        runner.run(
+            f"features-{part.name}",
+            step_params,
+            part.inputs,
+            outs + [reports[part.name]],
+            lambda tmps, part=part: _extract_part(
+                part, tmps, pool=pool, min_frames=min_frames, max_train_frames=max_train_frames
+            ),
+        )
+
+
 def _build(
     runner: Preparation,
     parts: list[Part],
@@ -296,24 +375,8 @@ def _build(
     workers = workers or default_workers()
     reports = {part.name: out_dir / "work" / "reports" / f"{part.name}.json" for part in parts}
 
-    for part in parts:
-        files = part_files(out_dir, part.name)
-        step_params = dict(
-            part.params,
-            min_frames=min_frames,
-            pipeline_version=PIPELINE_VERSION,
-            **({"max_train_frames": max_train_frames} if part.is_train else {}),
-        )
-        outs = [files[k] for k in ("fbank", "fbank.offsets", "text", "text.offsets", "ids", "ids.offsets")]
-        runner.run(
-            f"features-{part.name}",
-            step_params,
-            part.inputs,
-            outs + [reports[part.name]],
-            lambda tmps, part=part: _extract_part(
-                part, tmps, workers=workers, min_frames=min_frames, max_train_frames=max_train_frames
-            ),
-        )
+    with FeaturePool(workers) as pool:  # one set of workers for every part's features
+        _extract_parts(runner, parts, reports, pool=pool, min_frames=min_frames, max_train_frames=max_train_frames)
 
     train_texts = [
         f
