@@ -19,6 +19,10 @@ vocabulary (32768), ``tiny`` the course's tiny MT model (d 64, 6L-6L, a vocabula
     python benchmarks/bench_decode.py --profile --rounds 1
     python benchmarks/bench_decode.py --parts             # wall time by part, at the benchmark's thread count
     python benchmarks/bench_decode.py --baseline HEAD~3   # any commit whose b2t_lib has the same ModelConfig fields
+    python benchmarks/bench_decode.py --split 2           # this tree's search as 2 threads of 1 torch thread each
+
+``--split N`` runs this tree's search as N Python threads, each searching every N-th sentence with ``threads / N``
+torch threads (the baseline runs as before): a measured alternative to one search whose operators use every core.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import platform
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -109,7 +114,7 @@ def child(spec_file: str) -> None:
     from b2t_lib.generate import beam_search_hypotheses
 
     spec = json.loads(Path(spec_file).read_text())
-    torch.set_num_threads(spec["threads"])
+    torch.set_num_threads(max(1, spec["threads"] // spec.get("split", 1)))
     model = EncoderDecoder(ModelConfig(**spec["config"]))
     model.load_state_dict(torch.load(spec["weights"]))
     model.eval()
@@ -117,7 +122,7 @@ def child(spec_file: str) -> None:
     options = spec["search"]
 
     def search(batch):
-        return beam_search_hypotheses(model, batch, **options)
+        return split_search(lambda part: beam_search_hypotheses(model, part, **options), batch, spec.get("split", 1))
 
     search(src[:4])  # warm-up: allocations, lazy initialization
     wall, cpu = [], []
@@ -137,6 +142,32 @@ def child(spec_file: str) -> None:
     if spec["parts"]:
         result["parts"] = time_parts(model, lambda: search(src))
     Path(spec_file).with_name("result.json").write_text(json.dumps(result))
+
+
+def split_search(search, batch: torch.Tensor, n: int) -> list:
+    """``search(batch)`` as ``n`` threads, each searching every ``n``-th sentence (torch's operators release the GIL
+    while they compute); the results in the batch's order. ``n = 1``: one plain call."""
+    if n == 1:
+        return search(batch)
+    shares = [list(range(i, batch.shape[0], n)) for i in range(n)]
+    found: list = [None] * batch.shape[0]
+    failures: list[BaseException] = []
+
+    def work(share):
+        try:
+            for row, result in zip(share, search(batch[share])):
+                found[row] = result
+        except BaseException as error:  # re-raised in the calling thread
+            failures.append(error)
+
+    workers = [threading.Thread(target=work, args=(share,)) for share in shares]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    if failures:
+        raise failures[0]
+    return found
 
 
 def profile_search(search) -> dict:
@@ -236,12 +267,17 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds, one timed search each")
     parser.add_argument("--profile", action="store_true", help="also profile one search of each")
     parser.add_argument("--parts", action="store_true", help="also time one search of each by part (no profiler)")
+    parser.add_argument("--split", type=int, default=1, help="this tree's search as N threads (default 1: one)")
     parser.add_argument("--child", help=argparse.SUPPRESS)  # internal: run one implementation's measurements
     args = parser.parse_args()
     if args.child:
         return child(args.child)
     if args.rounds < 1 or args.sentences < 1:
         raise UserError("--rounds and --sentences must be at least 1")
+    if not 1 <= args.split <= args.sentences:
+        raise UserError(f"--split must be between 1 and --sentences ({args.sentences}), got {args.split}")
+    if args.split > 1 and (args.profile or args.parts):
+        raise UserError("--split times whole searches only", todo="leave out --profile and --parts with --split")
 
     with tempfile.TemporaryDirectory(prefix="bench_decode_") as scratch:
         scratch = Path(scratch)
@@ -264,14 +300,15 @@ def main() -> None:
         for round_ in range(args.rounds):
             for name, tree in trees.items():
                 last = round_ == args.rounds - 1
-                runs[name].append(
-                    run_child(tree, dict(spec, profile=args.profile and last, parts=args.parts and last), scratch)
-                )
+                split = args.split if name == "this tree" else 1
+                one = dict(spec, profile=args.profile and last, parts=args.parts and last, split=split)
+                runs[name].append(run_child(tree, one, scratch))
 
     load = os.getloadavg()[0]
     print(
         f"# {datetime.date.today()}  torch {torch.__version__}  {platform.machine()}, {os.cpu_count()} cores, "
         f"{args.threads} threads, load average {load:.1f}"
+        + (f"; this tree's search split over {args.split} threads" if args.split > 1 else "")
     )
     s = SETTINGS[args.setting]
     print(

@@ -1,4 +1,5 @@
-"""The beam-search benchmark's split of a search by part: every part timed, the model left as it was."""
+"""The beam-search benchmark's helpers: a search timed by part (every part timed, the model left as it was) and a
+search split over threads (the same hypotheses, in the batch's order)."""
 
 import importlib.util
 from pathlib import Path
@@ -59,3 +60,46 @@ def test_time_parts_skips_a_part_the_model_lacks(monkeypatch):
     stub = Stub()
     parts = bench.time_parts(stub, lambda: stub.encoder(torch.zeros(1)))
     assert set(parts) == {"encoder", "search", "total"} and parts["encoder"] > 0
+
+
+def test_split_search_finds_what_one_search_finds_in_the_batch_order(monkeypatch):
+    bench = _bench_decode(monkeypatch)
+    seed_everything(0)
+    cfg = ModelConfig(vocab_size=40, d_model=16, n_heads=2, d_ff=32, encoder_layers=2, decoder_layers=2, dropout=0.0)
+    model = EncoderDecoder(cfg).eval()
+    src = torch.randint(4, 40, (5, 7))
+    src[:, -1] = EOS
+
+    def search(batch):
+        return beam_search_hypotheses(model, batch, beam_size=3, max_len_b=6)
+
+    def listed(found):
+        return [[(h.tokens.tolist(), h.score) for h in hs] for hs in found]
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        expected = listed(search(src))
+        for n in (1, 2):  # shares of two sentences or more: the same products, equal to the bit
+            assert listed(bench.split_search(search, src, n)) == expected, n
+        # one sentence per thread: the products of a single row take another kernel and may round differently
+        alone = listed(bench.split_search(search, src, 5))
+        assert [[h[0] for h in hs] for hs in alone] == [[h[0] for h in hs] for hs in expected]
+        gaps = [abs(a[1] - b[1]) for hs, ref in zip(alone, expected) for a, b in zip(hs, ref)]
+        assert len(gaps) == 15 and max(gaps) < 1e-5
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_split_search_raises_a_thread_s_error_in_the_caller(monkeypatch):
+    bench = _bench_decode(monkeypatch)
+
+    def search(batch):
+        raise ValueError("no search")
+
+    try:
+        bench.split_search(search, torch.zeros(4, 2), 2)
+    except ValueError as error:
+        assert str(error) == "no search"
+    else:
+        raise AssertionError("the worker's error was lost")
