@@ -21,13 +21,19 @@ def _bench_decode(monkeypatch):
     return module
 
 
-def test_time_parts_times_every_part_and_leaves_the_model_unchanged(monkeypatch):
-    bench = _bench_decode(monkeypatch)
+def _tiny_model_and_source(sentences: int, length: int) -> tuple[EncoderDecoder, torch.Tensor]:
+    """A seeded 2L-2L model (d 16, vocabulary 40) in eval mode and a batch of random words, each ending in EOS."""
     seed_everything(0)
     cfg = ModelConfig(vocab_size=40, d_model=16, n_heads=2, d_ff=32, encoder_layers=2, decoder_layers=2, dropout=0.0)
     model = EncoderDecoder(cfg).eval()
-    src = torch.randint(4, 40, (3, 6))
+    src = torch.randint(4, 40, (sentences, length))
     src[:, -1] = EOS
+    return model, src
+
+
+def test_time_parts_times_every_part_and_leaves_the_model_unchanged(monkeypatch):
+    bench = _bench_decode(monkeypatch)
+    model, src = _tiny_model_and_source(sentences=3, length=6)
 
     def search():
         return beam_search_hypotheses(model, src, beam_size=3, max_len_b=5)
@@ -64,11 +70,7 @@ def test_time_parts_skips_a_part_the_model_lacks(monkeypatch):
 
 def test_split_search_finds_what_one_search_finds_in_the_batch_order(monkeypatch):
     bench = _bench_decode(monkeypatch)
-    seed_everything(0)
-    cfg = ModelConfig(vocab_size=40, d_model=16, n_heads=2, d_ff=32, encoder_layers=2, decoder_layers=2, dropout=0.0)
-    model = EncoderDecoder(cfg).eval()
-    src = torch.randint(4, 40, (5, 7))
-    src[:, -1] = EOS
+    model, src = _tiny_model_and_source(sentences=5, length=7)
 
     def search(batch):
         return beam_search_hypotheses(model, batch, beam_size=3, max_len_b=6)
