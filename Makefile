@@ -35,7 +35,7 @@ JOBS ?= -n 2 --dist loadfile --no-loadscope-reorder
 TEST_FIRST := $(foreach n,12 06 09 07 10 11 08,$(filter notebooks/$(n)_%,$(NOTEBOOKS)))
 TEST_PATHS := $(TEST_FIRST) $(filter-out $(TEST_FIRST),$(NOTEBOOKS)) tests
 
-.PHONY: setup lint format test test-portable unit-tests course rehearse gpu-check lab notebooks clean help
+.PHONY: setup lint format test test-portable unit-tests course rehearse rehearsal-plan gpu-check lab notebooks clean help
 
 help:
 	@echo "make course     run every notebook at the tiny scale (CPU, minutes); notebooks + figures under build/"
@@ -117,6 +117,12 @@ REHEARSAL_ORDER := $(REHEARSAL_FIRST) $(shell printf '%s\n' $(filter-out $(REHEA
 # at both scales, only the chapters that read the scale (get_scale): the others (01-05) compute the same thing at
 # every scale, and `make test` runs them (a claim there is an assert at tiny, so nothing is left unchecked)
 REHEARSAL_SCALED := $(shell grep -l get_scale $(REHEARSAL_ORDER))
+# ... and chapters 10-12 at full only: they train the MT preset alone, which chapter 06 rehearses at both scales, and
+# their cells tell tiny from the other scales, never small from full, so at small they would run the same cells over
+# the same code path; full is the scale whose runs go through torchrun (tests/test_rehearsal.py checks all three
+# premises). This saves about 500 CPU-seconds of the small pass (2-core Xeon).
+REHEARSAL_FULL_ONLY := $(filter notebooks/10_% notebooks/11_% notebooks/12_%,$(REHEARSAL_SCALED))
+REHEARSAL_SMALL := $(filter-out $(REHEARSAL_FULL_ONLY),$(REHEARSAL_SCALED))
 REHEARSAL_ENV := B2T_REHEARSAL=1 HF_HOME=$(REHEARSAL_DIR)/hf HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 \
                  PYTHONPATH=$(REHEARSAL_DIR)/repo B2T_RUNS=$(REHEARSAL_DIR)/repo/runs TQDM_DISABLE=1
 rehearse: $(STAMP)
@@ -135,7 +141,7 @@ rehearse: $(STAMP)
 	  tests/test_documented_commands.py > $$docs_log 2>&1 ) & docs=$$!; \
 	status=0; \
 	for scale in small full; do \
-	  notebooks="$(REHEARSAL_SCALED)"; \
+	  if [ $$scale = small ]; then notebooks="$(REHEARSAL_SMALL)"; else notebooks="$(REHEARSAL_SCALED)"; fi; \
 	  echo "== rehearsal: make course B2T_SCALE=$$scale"; \
 	  $(REHEARSAL_ENV) $(MAKE) --no-print-directory -C $(REHEARSAL_DIR)/repo -o .venv/.installed course \
 	    B2T_SCALE=$$scale COURSE_OUT=build/$$scale COURSE_JOBS=2 NOTEBOOKS="$$notebooks" || { status=1; break; }; \
@@ -146,6 +152,11 @@ rehearse: $(STAMP)
 	@echo "== rehearsal: make gpu-check (on this CPU, sizes shrunk)"
 	@cd $(REHEARSAL_DIR)/repo && $(REHEARSAL_ENV) $(BIN)/python benchmarks/gpu_check.py --out build/gpu_check
 	@echo "rehearsal passed: notebooks and figures in $(REHEARSAL_DIR)/repo/build/{small,full}/"
+
+# The notebooks each rehearsal pass executes, in order (tests/test_rehearsal.py reads them here).
+rehearsal-plan:
+	@echo "small: $(REHEARSAL_SMALL)"
+	@echo "full: $(REHEARSAL_SCALED)"
 
 # The prepared GPU check (benchmarks/gpu_check.py): refused without a CUDA GPU unless rehearsed (make rehearse runs it).
 gpu-check: $(STAMP)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -139,6 +140,48 @@ def test_a_rehearsed_trainability_map_trains_the_corners_of_its_grid_at_their_de
     trained.clear()
     trainability.run_trainability_map(["b2t"], [6, 12, 36], [1e-3, 2e-3, 5e-4], scale=scale)
     assert len(trained) == 9  # outside the rehearsal, the whole grid at every scale
+
+
+def rehearsal_plan() -> dict[str, list[str]]:
+    """The notebooks of each rehearsal pass, as ``make rehearse`` runs them (``make rehearsal-plan``)."""
+    done = subprocess.run(["make", "-s", "rehearsal-plan"], cwd=ROOT, text=True, capture_output=True, check=True)
+    return {scale: names.split() for scale, names in (line.split(":", 1) for line in done.stdout.splitlines())}
+
+
+def notebook_code(path: str) -> str:
+    cells = json.loads((ROOT / path).read_text(encoding="utf-8"))["cells"]
+    return "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+
+
+# SCALE compared with "small" or "full", or tested for membership: a cell that tells small from full
+TELLS_SMALL_FROM_FULL = re.compile(
+    r'SCALE\s*[!=]=\s*"(?:small|full)"|"(?:small|full)"\s*[!=]=\s*SCALE|SCALE\s+(?:not\s+)?in\b'
+)
+TASKS = re.compile(r'from_preset\(\s*"(\w+)"|\btask\s*=\s*"(\w+)"')
+
+
+def test_the_rehearsal_runs_every_scaled_notebook_at_full_and_skips_at_small_only_what_full_covers():
+    """``make rehearse`` runs every notebook that reads the scale at full; a notebook it leaves out at small trains only
+    the MT preset and never tells small from full, and a notebook of the small pass rehearses MT at small. So the
+    small pass would run the left-out notebooks' cells over a code path it already takes."""
+    plan = rehearsal_plan()
+    scaled = sorted(
+        str(p.relative_to(ROOT)) for p in (ROOT / "notebooks").glob("*.ipynb") if "get_scale" in p.read_text()
+    )
+    assert sorted(plan["full"]) == scaled and len(scaled) >= 8
+    assert set(plan["small"]) <= set(plan["full"])
+    full_only = [nb for nb in plan["full"] if nb not in plan["small"]]
+    assert full_only, "the small pass leaves nothing out: this test checks nothing"
+    for nb in full_only:
+        code = notebook_code(nb)
+        assert "get_scale" in code and not TELLS_SMALL_FROM_FULL.search(code), nb
+        tasks = {a or b for a, b in TASKS.findall(code)}
+        assert tasks == {"mt"}, f"{nb} trains {tasks}"
+    assert any("mt" in {a or b for a, b in TASKS.findall(notebook_code(nb))} for nb in plan["small"])
+    # the premise check itself: it finds a cell that tells small from full, and another task
+    assert TELLS_SMALL_FROM_FULL.search('if SCALE == "full":') and TELLS_SMALL_FROM_FULL.search("if SCALE in S:")
+    assert not TELLS_SMALL_FROM_FULL.search('if SCALE == "tiny":')
+    assert {a or b for a, b in TASKS.findall('from_preset("lm", SCALE) x(task="asr")')} == {"lm", "asr"}
 
 
 # ---------------------------------------------------------------------------------------------- in child processes
