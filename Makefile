@@ -117,10 +117,10 @@ REHEARSAL_ORDER := $(REHEARSAL_FIRST) $(shell printf '%s\n' $(filter-out $(REHEA
 # at both scales, only the chapters that read the scale (get_scale): the others (01-05) compute the same thing at
 # every scale, and `make test` runs them (a claim there is an assert at tiny, so nothing is left unchecked)
 REHEARSAL_SCALED := $(shell grep -l get_scale $(REHEARSAL_ORDER))
-# ... and chapters 10-12 at full only: they train the MT preset alone, which chapter 06 rehearses at both scales, and
-# their cells tell tiny from the other scales, never small from full, so at small they would run the same cells over
-# the same code path; full is the scale whose runs go through torchrun (tests/test_rehearsal.py checks all three
-# premises). This saves about 500 CPU-seconds of the small pass (2-core Xeon).
+# ... and chapters 10-12 at full only: they train the MT preset alone and their cells tell tiny from the other
+# scales, never small from full, so at small they would run the cells they run at full, over chapter 06's path (the
+# MT preset at small) with the variants' code that make test runs at tiny; at full their runs go through torchrun
+# and DDP, which nothing else rehearses for every variant (tests/test_rehearsal.py checks the premises).
 REHEARSAL_FULL_ONLY := $(filter notebooks/10_% notebooks/11_% notebooks/12_%,$(REHEARSAL_SCALED))
 REHEARSAL_SMALL := $(filter-out $(REHEARSAL_FULL_ONLY),$(REHEARSAL_SCALED))
 REHEARSAL_ENV := B2T_REHEARSAL=1 HF_HOME=$(REHEARSAL_DIR)/hf HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 \

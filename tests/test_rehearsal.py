@@ -144,8 +144,11 @@ def test_a_rehearsed_trainability_map_trains_the_corners_of_its_grid_at_their_de
 
 def rehearsal_plan() -> dict[str, list[str]]:
     """The notebooks of each rehearsal pass, as ``make rehearse`` runs them (``make rehearsal-plan``)."""
-    done = subprocess.run(["make", "-s", "rehearsal-plan"], cwd=ROOT, text=True, capture_output=True, check=True)
-    return {scale: names.split() for scale, names in (line.split(":", 1) for line in done.stdout.splitlines())}
+    done = subprocess.run(
+        ["make", "-s", "--no-print-directory", "rehearsal-plan"], cwd=ROOT, text=True, capture_output=True, check=True
+    )
+    lines = [line.split(":", 1) for line in done.stdout.splitlines() if line.startswith(("small:", "full:"))]
+    return {scale: names.split() for scale, names in lines}
 
 
 def notebook_code(path: str) -> str:
