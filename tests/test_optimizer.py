@@ -176,3 +176,67 @@ def test_a_checkpoint_packs_the_moments_into_three_tensors_and_loads_them_back_e
     # a state that does not fit the layout (mixed dtypes) is written as it is
     saved["state"][2]["exp_avg_sq"] = saved["state"][2]["exp_avg_sq"].double()
     assert pack_optimizer_state(saved) is saved
+
+
+# ------------------------------------------------------------------ the slab (one buffer for the parameters)
+SLAB_SHAPES = [(32, 16), (16,), (7, 5), (3, 16, 2), (1,), (48,)]  # (7, 5) and (1,): sizes the slab leaves outside
+
+
+def _slab_params(seed: int = 0) -> list[torch.nn.Parameter]:
+    g = torch.Generator().manual_seed(seed)
+    return [torch.nn.Parameter(torch.randn(*s, generator=g)) for s in SLAB_SHAPES]
+
+
+def _slab_run(optimizer, params, steps: range, skip: dict[int, int], gather: bool) -> None:
+    """Steps as the trainer takes them: gradients, scaled in place through ``gradients()`` (or ``.grad`` itself),
+    then a step; ``skip`` maps a step to a parameter left without a gradient there."""
+    for step in steps:
+        g = torch.Generator().manual_seed(100 + step)
+        for i, p in enumerate(params):
+            p.grad = None if skip.get(step) == i else torch.randn(p.shape, generator=g) * 10 ** (i - 3)
+        grads = optimizer.gradients() if gather else [p.grad for p in params if p.grad is not None]
+        torch._foreach_mul_(grads, 1 / 3)  # the per-token mean's division, in place
+        optimizer.param_groups[0]["lr"] = HYPER["lr"] * (step + 1) / 4
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+
+@pytest.mark.parametrize("skip", [{}, {2: 0}, {1: 4}], ids=["every step", "a slab member skipped", "another skipped"])
+def test_the_slab_steps_every_parameter_as_it_is_stepped_alone_to_the_bit(skip):
+    """One kernel call over the slab gives each parameter the bits it gets on its own, also after a member has
+    skipped a step (it is stepped alone from then), and the slab's members stay the modules' parameters."""
+    ours, theirs = _slab_params(), _slab_params()
+    slab = FusedAdamW(ours, weight_decay=0.01, slab=True, **HYPER)
+    alone = FusedAdamW(theirs, weight_decay=0.01, **HYPER)
+    members = [p for p in ours if p.numel() % 16 == 0]
+    assert slab.slab.members == members and slab.slab.others == [ours[2], ours[4]]
+    start, end = slab.slab.data.data_ptr(), slab.slab.data.data_ptr() + slab.slab.data.numel() * 4
+    assert all(start <= p.data_ptr() < end for p in members), "members are views into the slab"
+    assert all(torch.equal(p, q) for p, q in zip(ours, theirs)), "moving into the slab changes no value"
+    _slab_run(slab, ours, range(6), skip, gather=True)
+    _slab_run(alone, theirs, range(6), skip, gather=False)
+    _same(ours, theirs)
+    for p, q in zip(ours, theirs):
+        for key in ("step", "exp_avg", "exp_avg_sq"):
+            assert torch.equal(slab.state[p][key], alone.state[q][key]), key
+    assert list(slab.state_dict()["state"]) == list(alone.state_dict()["state"])  # the same order of states
+    assert slab.slab.uniform is (0 not in skip.values())  # only a member's skipped step ends the one-call steps
+
+
+def test_a_slab_optimizers_state_resumes_in_torch_optim_and_back():
+    ours, theirs = _slab_params(), _slab_params()
+    slab = FusedAdamW(ours, weight_decay=0.01, slab=True, **HYPER)
+    reference = torch.optim.AdamW(theirs, weight_decay=0.01, fused=True, **HYPER)
+    _slab_run(slab, ours, range(3), {}, gather=True)
+    _slab_run(reference, theirs, range(3), {}, gather=False)
+    saved = {k: v for k, v in slab.state_dict().items()}
+    copies = [p.detach().clone().requires_grad_() for p in ours]
+    into_torch = torch.optim.AdamW(copies, weight_decay=0.01, fused=True, **HYPER)
+    into_torch.load_state_dict(saved)
+    back = [p.detach().clone().requires_grad_() for p in theirs]
+    into_slab = FusedAdamW(back, lr=1.0, betas=(0.5, 0.5), eps=1.0, weight_decay=0.0, slab=True)
+    into_slab.load_state_dict(reference.state_dict())
+    for optimizer, params, gather in ((reference, theirs, False), (into_torch, copies, False), (into_slab, back, True)):
+        _slab_run(optimizer, params, range(3, 6), {}, gather=gather)
+    _same(copies, theirs)
+    _same(back, theirs)

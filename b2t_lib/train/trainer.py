@@ -140,6 +140,7 @@ class Trainer:
             betas=(cfg.adam_beta1, cfg.adam_beta2),
             eps=cfg.adam_eps,
             weight_decay=cfg.weight_decay,
+            slab=not self.env.enabled,  # one process: the parameters in one buffer, stepped by one call (optimizer.py)
         )
         self.schedule = LRSchedule(
             self.optimizer, cfg.lr_scheduler, cfg.lr, cfg.warmup_updates, cfg.warmup_init_lr, cfg.decay_period
@@ -283,12 +284,13 @@ class Trainer:
         loss_sum, nll_sum, ntokens = sums.tolist()
         if self.scaler:
             self.scaler.unscale_(self.optimizer)
-        params = [p for p in self.params if p.grad is not None]
-        grads = [p.grad for p in params]
+        grads = self.optimizer.gradients()  # in a one-process run, most of them gathered into one tensor (the slab)
         # g <- g * W / N_tok: DDP averaged over the W processes; this makes it the per-token mean.
         torch._foreach_mul_(grads, self.env.world_size / max(ntokens, 1.0))
-        if self.cfg.clip_norm > 0:
-            grad_norm = float(torch.nn.utils.clip_grad_norm_(params, self.cfg.clip_norm))
+        if self.cfg.clip_norm > 0:  # g <- g * min(1, c / (|g| + 1e-6)), as torch.nn.utils.clip_grad_norm_ computes it
+            total = torch.nn.utils.get_total_norm(self.optimizer.gradients_each())  # its sum, in its order
+            torch._foreach_mul_(grads, torch.clamp(self.cfg.clip_norm / (total + 1e-6), max=1.0))
+            grad_norm = float(total)
         else:  # the norm only (the log, the divergence rule): clipping at infinity would multiply every g by 1
             grad_norm = float(torch.nn.utils.get_total_norm(grads))
         lr = self.schedule.step(self.num_updates)
