@@ -206,13 +206,14 @@ class FusedAdamW:
                     state = self.state[param] = self.slab.state_of(param)
                     for key in ("step", "exp_avg", "exp_avg_sq"):
                         state[key].copy_(values[key])
-                    self.slab.uniform = None
                     continue
                 self.state[param] = {  # copies: the loaded state is this optimizer's own from here on
                     "step": values["step"].to(dtype=torch.float32, device=param.device, copy=True),
                     "exp_avg": values["exp_avg"].to(dtype=param.dtype, device=param.device, copy=True),
                     "exp_avg_sq": values["exp_avg_sq"].to(dtype=param.dtype, device=param.device, copy=True),
                 }
+        if self.slab is not None:
+            self.slab.uniform = None  # the loaded steps may differ between members: count them before the next step
 
 
 class Slab:
