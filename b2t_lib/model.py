@@ -7,6 +7,8 @@ decoder's, as fairseq's ``transformer_lm_wiki103`` does). The decoder ends in th
 :math:`\mathrm{logits} = h E^\top` when embeddings are shared, or, in a language model with
 ``adaptive_softmax``, in :class:`~b2t_lib.adaptive.AdaptiveSoftmax` (normalized log-probabilities
 in place of logits; the input is then :class:`~b2t_lib.adaptive.AdaptiveInput` with ``adaptive_input``).
+While training, the uses of a shared matrix :math:`E` (each stack's look-ups and the output projection) go through
+one autograd node, :func:`~b2t_lib.embedding.tied_lookups`: the same values and gradient, built in place.
 
 Module and parameter names follow fairseq (``encoder.layers.{i}....``, ``encoder.layer_norm``,
 ``decoder.embed_tokens``, ...), so :mod:`b2t_lib.fairseq_compat` can load fairseq checkpoints.
@@ -22,7 +24,7 @@ from torch import nn
 
 from .adaptive import AdaptiveInput, AdaptiveSoftmax
 from .config import ConfigError, ModelConfig
-from .embedding import TokenInput, build_token_embedding
+from .embedding import TokenInput, build_token_embedding, tied_lookups
 from .layers import DecoderLayer, EncoderLayer
 from .variants import StackInfo, Variant, get_variant
 
@@ -69,8 +71,12 @@ class Encoder(nn.Module):
         self.layers = number_layers(nn.ModuleList(EncoderLayer(stack=self.stack) for _ in range(cfg.encoder_layers)))
         self.layer_norm = nn.LayerNorm(cfg.d_model) if self.variant.final_norm else None
 
-    def forward(self, src_tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        x, padding_mask = self.input(src_tokens, self.embed_tokens)  # (batch, src_time, d_model)
+    def forward(self, src_tokens: torch.Tensor, rows: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """``rows``: the source tokens' embedding rows, when the model looked them up already (:func:`tied_lookups`)."""
+        if rows is None:
+            x, padding_mask = self.input(src_tokens, self.embed_tokens)  # (batch, src_time, d_model)
+        else:
+            x, padding_mask = self.input(src_tokens, self.embed_tokens, rows=rows)
         x = F.dropout(x, p=self.dropout, training=self.training)
         state: dict = {}  # what attention passes from layer to layer within this forward pass
         x = self.variant.run_stack(self, x, lambda i, layer, h: layer(h, padding_mask, state))
@@ -123,8 +129,9 @@ class Decoder(nn.Module):
             self.output_projection = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
             nn.init.normal_(self.output_projection.weight, mean=0.0, std=cfg.d_model**-0.5)
 
-    def extract_features(self, prev_output_tokens, memory=None, memory_padding_mask=None, cache=None):
-        """The last hidden states (batch, tgt_time, d_model), before the output projection.
+    def extract_features(self, prev_output_tokens, memory=None, memory_padding_mask=None, cache=None, rows=None):
+        """The last hidden states (batch, tgt_time, d_model), before the output projection. ``rows``: the tokens'
+        embedding rows, when the model looked them up already (:func:`~b2t_lib.embedding.tied_lookups`).
 
         Self-attention hides the decoder's own padding, left padding included (positions count real
         tokens only, as fairseq's ``make_positions``). Right padding alone needs no mask: the causal
@@ -134,7 +141,7 @@ class Decoder(nn.Module):
         """
         # incremental decoding (a cache): only the newest position is computed, the earlier ones live in the cache
         incremental = cache is not None
-        x, padding_mask = self.input(prev_output_tokens, self.embed_tokens, last_only=incremental)
+        x, padding_mask = self.input(prev_output_tokens, self.embed_tokens, last_only=incremental, rows=rows)
         # x: (batch, tgt_time, d_model), (batch, 1, d_model) when incremental; padding_mask: (batch, tgt_time)
         # Padding followed by a real token somewhere (left padding): only then can a real position see a pad.
         pads_before_tokens = bool((padding_mask[:, :-1] & ~padding_mask[:, 1:]).any())
@@ -159,16 +166,24 @@ class Decoder(nn.Module):
             if layer.cross_attention:
                 layer.encoder_attn.cache_static_kv(memory, cache.setdefault(i, {}).setdefault("cross", {}))
 
-    def output_layer(self, features: torch.Tensor) -> torch.Tensor:
+    def output_layer(self, features: torch.Tensor, weight: torch.Tensor | None = None) -> torch.Tensor:
         """Logits (batch, tgt_time, vocab); with an adaptive softmax, normalized fp32 log-probabilities,
-        which stand in for logits anywhere (``log_softmax`` leaves them unchanged)."""
+        which stand in for logits anywhere (``log_softmax`` leaves them unchanged). ``weight``: the shared
+        matrix as :func:`~b2t_lib.embedding.tied_lookups` handed it on (the same values)."""
         if self.adaptive_softmax is not None:
             return self.adaptive_softmax(features)  # (batch, tgt_time, vocab) log p
-        weight = self.embed_tokens.weight if self.output_projection is None else self.output_projection.weight
+        if weight is None:
+            weight = self.embed_tokens.weight if self.output_projection is None else self.output_projection.weight
         return F.linear(features, weight)  # (batch, tgt_time, vocab)
 
-    def forward(self, prev_output_tokens, memory=None, memory_padding_mask=None, cache=None):
-        return self.output_layer(self.extract_features(prev_output_tokens, memory, memory_padding_mask, cache))
+    @property
+    def ties_embedding(self) -> bool:
+        """True when the output projection is the token embedding's matrix (logits = h E^T)."""
+        return self.output_projection is None and self.adaptive_softmax is None
+
+    def forward(self, prev_output_tokens, memory=None, memory_padding_mask=None, cache=None, rows=None, weight=None):
+        features = self.extract_features(prev_output_tokens, memory, memory_padding_mask, cache, rows)
+        return self.output_layer(features, weight)
 
 
 class _Model(nn.Module):
@@ -267,8 +282,14 @@ class EncoderDecoder(_Model):
         if self.cfg.encoder_input == "tokens":  # a speech source holds features, checked by the front end
             self.check_tokens(src_tokens, "src_tokens")
         self.check_tokens(prev_output_tokens, "prev_output_tokens")
-        memory, memory_padding_mask = self.encoder(src_tokens)  # (batch, src_time, d_model)
-        return self.decoder(prev_output_tokens, memory, memory_padding_mask)
+        src_rows = tgt_rows = weight = None
+        if self.decoder.ties_embedding:  # the decoder's matrix is also its output layer: one node for its uses
+            if self.encoder.embed_tokens is self.decoder.embed_tokens:  # ... and the encoder's embedding
+                weight, src_rows, tgt_rows = tied_lookups(self.decoder.embed_tokens, src_tokens, prev_output_tokens)
+            else:
+                weight, tgt_rows = tied_lookups(self.decoder.embed_tokens, prev_output_tokens)
+        memory, memory_padding_mask = self.encoder(src_tokens, src_rows)  # (batch, src_time, d_model)
+        return self.decoder(prev_output_tokens, memory, memory_padding_mask, rows=tgt_rows, weight=weight)
 
 
 class LanguageModel(_Model):
@@ -300,8 +321,11 @@ class LanguageModel(_Model):
 
     def forward(self, tokens: torch.Tensor, cache: dict | None = None, features_only: bool = False) -> torch.Tensor:
         self.check_tokens(tokens, "tokens")
-        features = self.decoder.extract_features(tokens, cache=cache)  # (batch, time, d_model)
-        return features if features_only else self.decoder.output_layer(features)
+        if features_only or cache is not None or not self.decoder.ties_embedding:
+            features = self.decoder.extract_features(tokens, cache=cache)  # (batch, time, d_model)
+            return features if features_only else self.decoder.output_layer(features)
+        weight, rows = tied_lookups(self.decoder.embed_tokens, tokens)  # one node for the matrix's two uses
+        return self.decoder(tokens, rows=rows, weight=weight)  # (batch, time, vocab)
 
     def target_log_prob(self, features: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         r""":math:`\log p(y_t \mid y_{<t})` (fp32) for hidden states (..., d_model) and targets (...).

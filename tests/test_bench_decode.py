@@ -82,13 +82,15 @@ def test_split_search_finds_what_one_search_finds_in_the_batch_order(monkeypatch
     torch.set_num_threads(1)
     try:
         expected = listed(search(src))
-        for n in (1, 2):  # shares of two sentences or more: the same products, equal to the bit
-            assert listed(bench.split_search(search, src, n)) == expected, n
-        # one sentence per thread: the products of a single row take another kernel and may round differently
-        alone = listed(bench.split_search(search, src, 5))
-        assert [[h[0] for h in hs] for hs in alone] == [[h[0] for h in hs] for hs in expected]
-        gaps = [abs(a[1] - b[1]) for hs, ref in zip(alone, expected) for a, b in zip(hs, ref)]
-        assert len(gaps) == 15 and max(gaps) < 1e-5
+        assert listed(bench.split_search(search, src, 1)) == expected  # one share: the same search, to the bit
+        # shares of two or three sentences, or of one: the BLAS may pick another kernel for fewer rows, which can
+        # round the products differently (1 ulp of a score, seen with MKL on an AMD EPYC), so the hypotheses must
+        # be the same and the scores within rounding
+        for n in (2, 5):
+            found = listed(bench.split_search(search, src, n))
+            assert [[h[0] for h in hs] for hs in found] == [[h[0] for h in hs] for hs in expected], n
+            gaps = [abs(a[1] - b[1]) for hs, ref in zip(found, expected) for a, b in zip(hs, ref)]
+            assert len(gaps) == 15 and max(gaps) < 1e-5, n
     finally:
         torch.set_num_threads(threads)
 
