@@ -27,3 +27,14 @@ def load_script(path: Path):
 def data_script(name: str):
     """The module of ``data_scripts/<name>.py``."""
     return load_script(ROOT / "data_scripts" / f"{name}.py")
+
+
+def tiny_config(variant: str = "post_ln", **overrides):
+    """The tests' smallest whole model: 2L-2L, d 16, 4 heads, FFN 32, a vocabulary of 40, no dropout."""
+    from b2t_lib import ModelConfig
+
+    values = dict(
+        vocab_size=40, d_model=16, n_heads=4, d_ff=32, encoder_layers=2, decoder_layers=2, variant=variant, dropout=0.0
+    )
+    values.update(overrides)
+    return ModelConfig(**values)

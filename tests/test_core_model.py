@@ -17,22 +17,9 @@ from b2t_lib import (
     seed_everything,
 )
 
-VOCAB = 40
+from conftest import tiny_config
 
-
-def tiny_config(variant="post_ln", **overrides):
-    values = dict(
-        vocab_size=VOCAB,
-        d_model=16,
-        n_heads=4,
-        d_ff=32,
-        encoder_layers=2,
-        decoder_layers=2,
-        variant=variant,
-        dropout=0.0,
-    )
-    values.update(overrides)
-    return ModelConfig(**values)
+VOCAB = 40  # the vocabulary of tiny_config
 
 
 def random_tokens(generator, batch, time):

@@ -14,6 +14,7 @@ import b2t_lib.model as model_module
 from b2t_lib import PAD, EncoderDecoder, LanguageModel, ModelConfig, seed_everything
 from b2t_lib.embedding import tied_lookups
 from b2t_lib.speech_input import SpeechSource, lengths_to_padding_mask
+from conftest import tiny_config
 
 VOCAB = 24  # small, so that tokens repeat within a batch and between the source and the target
 
@@ -24,20 +25,8 @@ def one_by_one(embed, *tokens):
 
 
 def config(**overrides) -> ModelConfig:
-    values = dict(
-        vocab_size=VOCAB,
-        d_model=16,
-        n_heads=4,
-        d_ff=32,
-        encoder_layers=2,
-        decoder_layers=2,
-        variant="b2t",
-        dropout=0.1,
-        attention_dropout=0.1,
-        activation_dropout=0.1,
-    )
-    values.update(overrides)
-    return ModelConfig(**values)
+    dropouts = dict(dropout=0.1, attention_dropout=0.1, activation_dropout=0.1)
+    return tiny_config("b2t", vocab_size=VOCAB, **{**dropouts, **overrides})
 
 
 def token_batch(seed: int, batch: int = 3, time: int = 9, left_pad: bool = False) -> torch.Tensor:
