@@ -84,9 +84,8 @@ class _TiedLookups(torch.autograd.Function):
             if grad is None:
                 grad = grad_row.new_zeros(ctx.num_rows, grad_row.shape[-1])
             present, inverse = torch.unique(tokens, return_inverse=True)  # the distinct tokens, sorted
-            padding = -1  # the place of the padding token among them, which gets no gradient (-1: none)
-            if ctx.padding_idx is not None and bool((present == ctx.padding_idx).any()):
-                padding = int((present == ctx.padding_idx).nonzero()[0])
+            at_padding = (present == ctx.padding_idx).nonzero() if ctx.padding_idx is not None else present[:0]
+            padding = int(at_padding[0]) if len(at_padding) else -1  # the padding token's place: no gradient
             summed = torch.ops.aten.embedding_dense_backward(  # (distinct tokens, d): rows summed per token
                 grad_row, inverse, present.numel(), padding, False
             )
