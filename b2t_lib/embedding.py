@@ -12,8 +12,8 @@ A token sequence becomes the first layer's input in four steps:
 * :math:`\mathrm{WordDrop}_r` (training only) zeroes a whole token vector with probability :math:`r`,
   with no :math:`1/(1-r)` rescaling; the decoder always keeps position 0.
 
-When :math:`E` is also the output projection (:math:`\mathrm{logits} = h E^\top`), its gradient has one term per
-use, and :func:`tied_lookups` adds them in one place instead of building a dense :math:`(V, d)` tensor per look-up.
+When :math:`E` is also the output projection (:math:`\mathrm{logits} = h E^\top`), a model in training uses it
+through :mod:`b2t_lib.tied_matrix`, which builds its gradient in one place.
 """
 
 from __future__ import annotations
@@ -21,9 +21,7 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn.functional as F
 from torch import nn
-from torch.autograd.function import once_differentiable
 
 from .special_tokens import PAD
 
@@ -48,71 +46,6 @@ def sinusoidal_table(num_positions: int, d_model: int, pad_idx: int = PAD) -> to
         table = torch.cat([table, torch.zeros(num_positions, 1)], dim=1)
     table[pad_idx] = 0.0
     return table
-
-
-class _TiedLookups(torch.autograd.Function):
-    r"""One autograd node for every use of a shared matrix :math:`E` (V, d) in a forward pass: the look-ups of
-    each token tensor :math:`w^{(i)}` and the weight handed on to the output projection.
-
-    .. math::
-        \nabla_E = \nabla_E^{\mathrm{out}} + \sum_i \mathrm{scatter}\big(w^{(i)}, \nabla_{E[w^{(i)}]}\big)
-
-    Autograd, given ``F.embedding`` once per stack, makes each scatter a dense (V, d) tensor of zeros with a few
-    rows filled, and adds each whole tensor to the output projection's gradient: at V = 32768, d = 512 that is a
-    64 MB fill and a 64 MB addition per look-up and step, for a few hundred rows. Here each look-up's rows are
-    summed per token (a small table, duplicates in token order, as the embedding's own backward sums them) and
-    added to those rows of :math:`\nabla_E^{\mathrm{out}}` in place, the last look-up first: the order in
-    which autograd's engine would have added the dense tensors, so the gradient is the same to the bit.
-    """
-
-    @staticmethod
-    def forward(ctx, weight, padding_idx, *tokens):
-        ctx.save_for_backward(*tokens)
-        ctx.padding_idx, ctx.num_rows = padding_idx, weight.shape[0]
-        rows = [F.embedding(t, weight) for t in tokens]  # (..., d) each
-        return (weight.view_as(weight), *rows)
-
-    @staticmethod
-    @once_differentiable  # a second derivative through it raises instead of being wrong
-    def backward(ctx, grad_weight, *grad_rows):
-        # grad_weight: the output projection's gradient of E, (V, d), made by its matrix product for this node
-        # alone, so the rows go into it in place; None when the projection was not used
-        grad = grad_weight.contiguous() if grad_weight is not None else None
-        for tokens, grad_row in reversed(list(zip(ctx.saved_tensors, grad_rows))):  # the last look-up first
-            if grad_row is None:
-                continue
-            if grad is None:
-                grad = grad_row.new_zeros(ctx.num_rows, grad_row.shape[-1])
-            present, inverse = torch.unique(tokens, return_inverse=True)  # the distinct tokens, sorted
-            at_padding = (present == ctx.padding_idx).nonzero() if ctx.padding_idx is not None else present[:0]
-            padding = int(at_padding[0]) if len(at_padding) else -1  # the padding token's place: no gradient
-            summed = torch.ops.aten.embedding_dense_backward(  # (distinct tokens, d): rows summed per token
-                grad_row, inverse, present.numel(), padding, False
-            )
-            grad.index_add_(0, present, summed)  # each row once: E's gradient row + that token's sum
-        return (grad, None) + (None,) * len(grad_rows)
-
-
-def tied_lookups(embed: nn.Embedding, *tokens: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    """``(weight, embed(tokens_1), ..., embed(tokens_n))``: the rows of every token tensor, and the matrix to use as
-    the output projection, as one autograd node (:class:`_TiedLookups`), so that the matrix's gradient is built
-    in place. Equal values and, on a CPU, the same gradient to the bit as ``embed.weight`` and ``embed(t)`` used
-    one by one. On a GPU, under ``torch.compile``, with no gradient being recorded, or for an embedding with
-    options the node does not implement, it is exactly that (on a GPU the dense tensors cost little, while finding
-    the distinct tokens would wait for the device every step).
-    """
-    plain = (
-        type(embed) is not nn.Embedding
-        or not (torch.is_grad_enabled() and embed.weight.requires_grad)
-        or embed.weight.device.type != "cpu"
-        or torch.compiler.is_compiling()  # a compiled model keeps the graph torch.compile knows
-        or embed.max_norm is not None
-        or embed.scale_grad_by_freq
-        or embed.sparse
-    )
-    if plain:
-        return (embed.weight, *(embed(t) for t in tokens))
-    return _TiedLookups.apply(embed.weight, embed.padding_idx, *tokens)
 
 
 class SinusoidalPositions(nn.Module):
@@ -174,7 +107,7 @@ class TokenInput(nn.Module):
         """``(x (batch, time, d_model), padding_mask (batch, time))``. With ``last_only`` (incremental decoding:
         the earlier positions are cached) ``x`` is the newest position only, (batch, 1, d_model), at the position
         it has in the whole sequence; the padding mask still covers every position. ``rows``: ``embed_tokens(tokens)``
-        when the model looked them up already (:func:`tied_lookups`)."""
+        when the model looked them up already (:func:`~b2t_lib.tied_matrix.tied_lookups`)."""
         padding_mask = tokens.eq(self.pad_idx)  # (batch, time)
         keep_first = self.keep_first and (not last_only or tokens.shape[1] == 1)
         if last_only:

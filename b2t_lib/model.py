@@ -8,7 +8,7 @@ decoder's, as fairseq's ``transformer_lm_wiki103`` does). The decoder ends in th
 ``adaptive_softmax``, in :class:`~b2t_lib.adaptive.AdaptiveSoftmax` (normalized log-probabilities
 in place of logits; the input is then :class:`~b2t_lib.adaptive.AdaptiveInput` with ``adaptive_input``).
 While training, the uses of a shared matrix :math:`E` (each stack's look-ups and the output projection) go through
-one autograd node, :func:`~b2t_lib.embedding.tied_lookups`: the same values and gradient, built in place.
+:mod:`b2t_lib.tied_matrix`: the same values and gradient, built in place.
 
 Module and parameter names follow fairseq (``encoder.layers.{i}....``, ``encoder.layer_norm``,
 ``decoder.embed_tokens``, ...), so :mod:`b2t_lib.fairseq_compat` can load fairseq checkpoints.
@@ -24,8 +24,9 @@ from torch import nn
 
 from .adaptive import AdaptiveInput, AdaptiveSoftmax
 from .config import ConfigError, ModelConfig
-from .embedding import TokenInput, build_token_embedding, tied_lookups
+from .embedding import TokenInput, build_token_embedding
 from .layers import DecoderLayer, EncoderLayer
+from .tied_matrix import tied_lookups, tied_projection
 from .variants import StackInfo, Variant, get_variant
 
 
@@ -131,7 +132,7 @@ class Decoder(nn.Module):
 
     def extract_features(self, prev_output_tokens, memory=None, memory_padding_mask=None, cache=None, rows=None):
         """The last hidden states (batch, tgt_time, d_model), before the output projection. ``rows``: the tokens'
-        embedding rows, when the model looked them up already (:func:`~b2t_lib.embedding.tied_lookups`).
+        embedding rows, when the model looked them up already (:func:`~b2t_lib.tied_matrix.tied_lookups`).
 
         Self-attention hides the decoder's own padding, left padding included (positions count real
         tokens only, as fairseq's ``make_positions``). Right padding alone needs no mask: the causal
@@ -169,11 +170,12 @@ class Decoder(nn.Module):
     def output_layer(self, features: torch.Tensor, weight: torch.Tensor | None = None) -> torch.Tensor:
         """Logits (batch, tgt_time, vocab); with an adaptive softmax, normalized fp32 log-probabilities,
         which stand in for logits anywhere (``log_softmax`` leaves them unchanged). ``weight``: the shared
-        matrix as :func:`~b2t_lib.embedding.tied_lookups` handed it on (the same values)."""
+        matrix as :func:`~b2t_lib.tied_matrix.tied_lookups` handed it on (the same values)."""
         if self.adaptive_softmax is not None:
             return self.adaptive_softmax(features)  # (batch, tgt_time, vocab) log p
-        if weight is None:
-            weight = self.embed_tokens.weight if self.output_projection is None else self.output_projection.weight
+        if weight is not None:  # logits = h E^T, E's gradient built by b2t_lib.tied_matrix
+            return tied_projection(features, weight, self.embed_tokens)  # (batch, tgt_time, vocab)
+        weight = self.embed_tokens.weight if self.output_projection is None else self.output_projection.weight
         return F.linear(features, weight)  # (batch, tgt_time, vocab)
 
     @property

@@ -1,5 +1,6 @@
-"""One autograd node for the shared embedding matrix (``b2t_lib.embedding.tied_lookups``): the same gradients to
-the bit as looking up each stack's tokens and projecting the output one by one, and one edge into the matrix."""
+"""The shared embedding matrix in training (``b2t_lib.tied_matrix``): the same gradients to the bit as looking up
+each stack's tokens and projecting the output one by one, one edge into the matrix, and the projection's gradient
+written into kept memory only when nothing else holds it."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from torch import nn
 
 import b2t_lib.model as model_module
 from b2t_lib import PAD, EncoderDecoder, LanguageModel, ModelConfig, seed_everything
-from b2t_lib.embedding import tied_lookups
+from b2t_lib import tied_matrix
+from b2t_lib.tied_matrix import tied_lookups, tied_projection
 from b2t_lib.speech_input import SpeechSource, lengths_to_padding_mask
 from conftest import tiny_config
 
@@ -146,3 +148,72 @@ def test_without_a_gradient_or_with_options_it_does_not_implement_it_is_the_plai
     assert weight is clipped.weight and type(rows.grad_fn).__name__ == "EmbeddingBackward0"
     weight, rows = tied_lookups(embed, tokens)
     assert weight is not embed.weight and torch.equal(weight, embed.weight) and torch.equal(rows, embed(tokens))
+
+
+def train_steps(model: nn.Module, steps: int, set_to_none: bool, plain: bool, monkeypatch, held=None) -> list[int]:
+    """``steps`` steps of Adam on one batch; where each step's gradient of the shared matrix lies (data_ptr).
+    ``held``: a list that keeps each step's ``.grad`` itself, as a caller holding on to it would, with a copy."""
+    monkeypatch.setattr(model_module, "tied_lookups", one_by_one if plain else tied_lookups)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    src, prev = token_batch(1), token_batch(2, time=7)
+    torch.manual_seed(7)
+    places = []
+    for _ in range(steps):
+        F.cross_entropy(model(src, prev).reshape(-1, VOCAB), prev.roll(-1, 1).reshape(-1), ignore_index=PAD).backward()
+        places.append(model.decoder.embed_tokens.weight.grad.data_ptr())
+        if held is not None:
+            held.append((model.decoder.embed_tokens.weight.grad, model.decoder.embed_tokens.weight.grad.clone()))
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=set_to_none)
+    monkeypatch.setattr(model_module, "tied_lookups", tied_lookups)
+    return places
+
+
+@pytest.mark.parametrize("set_to_none", [True, False])
+def test_training_steps_reuse_the_projections_gradient_memory_and_match_the_plain_path(set_to_none, monkeypatch):
+    seed_everything(3)
+    reference = EncoderDecoder(config())
+    model = copy.deepcopy(reference)
+    train_steps(reference, 3, set_to_none, plain=True, monkeypatch=monkeypatch)
+    places = train_steps(model, 3, set_to_none, plain=False, monkeypatch=monkeypatch)
+    for (name, p_plain), (_, p_tied) in zip(reference.named_parameters(), model.named_parameters()):
+        assert torch.equal(p_plain, p_tied), f"{name} differs after three steps"
+    (kept, *more) = tied_matrix._gradient_memory[model.decoder.embed_tokens]
+    if set_to_none:  # each step's gradient lies in the kept memory: no fresh (V, d) tensor after the first
+        assert places == [kept.data_ptr()] * 3 and not more
+    # set_to_none=False: .grad stays, is zeroed, and each step's product is added into it from kept memory
+
+
+def test_a_gradient_someone_still_holds_is_never_written_over(monkeypatch):
+    seed_everything(3)
+    model = EncoderDecoder(config())
+    held: list[tuple[torch.Tensor, torch.Tensor]] = []
+    places = train_steps(model, 3, set_to_none=True, plain=False, monkeypatch=monkeypatch, held=held)
+    for grad, value in held:  # every step's .grad is still held here
+        assert torch.equal(grad, value), "a later step wrote over a gradient still in use"
+    assert len(set(places)) == 3
+
+    embed = nn.Embedding(VOCAB, 8, padding_idx=PAD)  # autograd.grad: the caller holds each result
+    features, tokens = torch.randn(2, 5, 8), token_batch(1, batch=2, time=5)
+    results = []
+    for _ in range(2):
+        weight, rows = tied_lookups(embed, tokens)
+        (logits,) = [tied_projection(features + rows, weight, embed)]
+        results.append(torch.autograd.grad(logits.square().sum(), embed.weight)[0])
+    first = results[0].clone()
+    weight, rows = tied_lookups(embed, tokens)
+    torch.autograd.grad(tied_projection(features * 2 + rows, weight, embed).square().sum(), embed.weight)
+    assert torch.equal(results[0], first) and torch.equal(results[0], results[1])
+
+
+def test_under_cpu_autocast_the_projection_is_f_linear(monkeypatch):
+    seed_everything(3)
+    reference = EncoderDecoder(config())
+    model = copy.deepcopy(reference)
+    inputs = [((token_batch(1), token_batch(2, time=7)), token_batch(3, time=7))]
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert_same_gradients(lambda: reference, inputs, monkeypatch)
+        embed = model.decoder.embed_tokens
+        weight, _ = tied_lookups(embed, inputs[0][0][1])
+        logits = tied_projection(torch.randn(2, 3, embed.embedding_dim), weight, embed)
+    assert type(logits.grad_fn).__name__ != "_TiedProjectionBackward" and logits.dtype == torch.bfloat16
