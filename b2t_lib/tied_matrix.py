@@ -18,8 +18,9 @@ filled. Here:
   touch and a ``munmap`` to free.
 
 Both give the same values and gradients, to the bit, as the uses one by one (``tests/test_tied_matrix.py``). On a
-GPU, under ``torch.compile``, with no gradient being recorded, and under CPU autocast they are exactly the plain
-``F.embedding`` and ``F.linear``. The cost: up to two (V, d) tensors per matrix stay allocated between steps.
+GPU, under ``torch.compile`` and with no gradient being recorded they are exactly the plain ``F.embedding`` and
+``F.linear``, and so is the projection under CPU autocast. The cost: up to two (V, d) tensors per matrix stay
+allocated between steps.
 """
 
 from __future__ import annotations
